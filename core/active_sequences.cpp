@@ -1,0 +1,95 @@
+#include "core/active_sequences.hpp"
+
+#include <algorithm>
+
+namespace kvr {
+namespace {
+
+std::int64_t to_ns(time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
+active_sequences::active_sequences(std::uint32_t block_size, bool track_active_blocks, duration max_age)
+    : block_size_(std::max<std::uint32_t>(block_size, 1)),
+      track_active_blocks_(track_active_blocks),
+      max_age_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(max_age).count()) {}
+
+bool active_sequences::book(const booking& request, time_point now) {
+  const std::uint64_t cached_tokens = std::uint64_t{request.overlap_blocks} * block_size_;
+  active entry{
+      .worker = request.worker,
+      .prefill_tokens = request.prompt_tokens > cached_tokens ? static_cast<std::uint32_t>(request.prompt_tokens - cached_tokens) : 0,
+      .decode_blocks = track_active_blocks_ ? (request.prompt_tokens + block_size_ - 1) / block_size_ : 0,
+      .booked_at_ns = to_ns(now),
+  };
+  auto [stored, inserted] = bookings_.try_emplace(request.request_id, entry);
+  if (!inserted) {
+    ++counters_.duplicate_bookings;
+    return false;
+  }
+  if (request.worker >= loads_.size()) loads_.resize(request.worker + 1);
+  worker_load& load = loads_[request.worker];
+  load.prefill_tokens += stored->prefill_tokens;
+  load.decode_blocks += stored->decode_blocks;
+  ++load.requests;
+  by_age_.emplace_back(entry.booked_at_ns, request.request_id);
+  ++counters_.booked;
+  if (by_age_.size() > 2 * bookings_.size() + 1024) compact_age_queue();
+  return true;
+}
+
+void active_sequences::first_token(std::uint64_t request_id) {
+  active* entry = bookings_.find(request_id);
+  if (entry == nullptr) {
+    ++counters_.unknown_releases;
+    return;
+  }
+  loads_[entry->worker].prefill_tokens -= entry->prefill_tokens;
+  entry->prefill_tokens = 0;
+}
+
+void active_sequences::release(std::uint64_t request_id) {
+  const active* entry = bookings_.find(request_id);
+  if (entry == nullptr) {
+    ++counters_.unknown_releases;
+    return;
+  }
+  worker_load& load = loads_[entry->worker];
+  load.prefill_tokens -= entry->prefill_tokens;
+  load.decode_blocks -= entry->decode_blocks;
+  --load.requests;
+  bookings_.erase(request_id);
+  ++counters_.released;
+}
+
+std::size_t active_sequences::expire(time_point now) {
+  const std::int64_t cutoff = to_ns(now) - max_age_ns_;
+  std::size_t expired = 0;
+  while (!by_age_.empty() && by_age_.front().first <= cutoff) {
+    const auto [booked_at, id] = by_age_.front();
+    by_age_.pop_front();
+    const active* entry = bookings_.find(id);
+    if (entry == nullptr || entry->booked_at_ns != booked_at) continue;  // already released
+    release(id);
+    ++expired;
+  }
+  counters_.expired += expired;
+  return expired;
+}
+
+void active_sequences::compact_age_queue() {
+  // Released bookings leave their queue entry behind; drop those so the queue stays
+  // proportional to what is in flight.
+  std::erase_if(by_age_, [&](const auto& item) {
+    const active* entry = bookings_.find(item.second);
+    return entry == nullptr || entry->booked_at_ns != item.first;
+  });
+}
+
+worker_load active_sequences::load(worker_id worker) const {
+  return worker < loads_.size() ? loads_[worker] : worker_load{};
+}
+
+}  // namespace kvr

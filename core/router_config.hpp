@@ -1,0 +1,92 @@
+#pragma once
+/// Router configuration: modes, knobs with their defaults, the `load-aware` preset, validation,
+/// effective-config resolution and the two gate predicates (docs/architecture.md §2).
+///
+/// The knob names are the JSON keys of the config file and, with `_` written as `-`, the
+/// command-line flags of `kvrouter` (`overlap_score_credit` <-> `--overlap-score-credit`).
+
+#include <cstdint>
+#include <expected>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace kvr {
+
+enum class router_mode : std::uint8_t { kv, round_robin, random, power_of_two, least_loaded };
+
+/// The spelling used in config files and flags: `kv`, `round-robin`, `random`, `power-of-two`,
+/// `least-loaded`.
+[[nodiscard]] std::string_view to_string(router_mode mode);
+[[nodiscard]] std::optional<router_mode> parse_router_mode(std::string_view text);
+
+struct router_config {
+  router_mode mode = router_mode::kv;
+  /// Weight of one cached block against one block of prefill work (0 = ignore the cache).
+  double overlap_score_credit = 1.0;
+  /// Weight of prefill work against decode work in the cost.
+  double prefill_load_scale = 1.0;
+  /// 0 = pick the cheapest worker; > 0 = sample from softmax(-normalized cost / temperature).
+  double router_temperature = 0.0;
+  /// Build the prefix index from the workers' KV events (false = approximate mode: predict the
+  /// index from the router's own decisions).
+  bool use_kv_events = true;
+  /// Count each in-flight request's KV blocks as decode load.
+  bool track_active_blocks = true;
+  /// How long an approximate-mode (predicted) index entry lives.
+  std::uint32_t approx_ttl_secs = 120;
+  /// Hard bound on (worker, block) entries in one worker set's prefix index.
+  std::uint64_t max_index_blocks = std::uint64_t{1} << 20;
+  /// Tokens per KV block. A property of the engines, so it always comes from the worker set's
+  /// card (or `--block-size` for a command-line set), never from a card's `router_config`.
+  std::uint32_t block_size = 16;
+
+  friend bool operator==(const router_config&, const router_config&) = default;
+};
+
+/// `--load-aware`: kv mode with no overlap credit and no KV events (pure load balancing on the
+/// kv cost function).
+[[nodiscard]] router_config load_aware_preset(router_config base = {});
+
+/// kv mode with a positive overlap credit: the router scores prefix overlap, so the prefix index,
+/// the hasher and multimodal routing pay off.
+[[nodiscard]] bool uses_prefix_overlap(const router_config& config);
+/// Prefix overlap scored from the workers' own KV events (as opposed to approximate mode).
+[[nodiscard]] bool should_subscribe_to_kv_events(const router_config& config);
+
+/// A config rejected by validation or parsing; `message` names the knob and the bad value.
+struct config_error {
+  std::string message;
+};
+
+/// Checks every knob's range; the first violation is reported.
+[[nodiscard]] std::expected<void, config_error> validate(const router_config& config);
+
+/// Resolves a worker set's effective config: the card's `router_config`, when present, replaces
+/// the global one whole (no field merge); the block size is always the card's.
+[[nodiscard]] router_config resolve_effective_config(const router_config& global,
+                                                     const std::optional<router_config>& card_override,
+                                                     std::uint32_t card_block_size);
+
+/// One knob: its name (JSON key; flag = `--` + name with `-` for `_`), and what it does.
+struct knob_info {
+  std::string_view name;
+  std::string_view value_hint;  ///< e.g. "NUMBER", "MODE", "true|false"
+  std::string_view help;
+};
+[[nodiscard]] std::span<const knob_info> knobs();
+
+/// Sets the knob `name` (JSON key spelling) from its textual value, e.g. from a flag.
+[[nodiscard]] std::expected<void, config_error> set_knob(router_config& config, std::string_view name,
+                                                         std::string_view value);
+
+/// Reads a JSON object of knobs over `base`: present keys override, unknown keys are an error
+/// (a misspelt knob must not silently keep its default). Does not validate ranges.
+[[nodiscard]] std::expected<router_config, config_error> router_config_from_json(const nlohmann::json& object,
+                                                                                 router_config base = {});
+[[nodiscard]] nlohmann::json to_json(const router_config& config);
+
+}  // namespace kvr

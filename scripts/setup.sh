@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs everything kvrouter needs on a fresh Debian 12 machine and builds it.
+# Idempotent: packages already present are skipped, the build is incremental.
+#
+#   scripts/setup.sh            install packages + build (Release, -j2)
+#   KVR_SKIP_BUILD=1 scripts/setup.sh   install packages only
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+build_dir=${KVR_BUILD_DIR:-$repo/build}
+
+# Every library comes from Debian 12; see docs/architecture.md §7 for why each is here.
+packages=(
+  build-essential cmake pkg-config ninja-build
+  libcaf-dev                     # actors (0.17.6, no CMake config: declared by hand)
+  libzmq3-dev cppzmq-dev         # KV-event subscriptions
+  libmsgpack-cxx-dev             # KV-event payloads
+  libstb-dev libwebp-dev         # image headers
+  libxxhash-dev                  # block hashing
+  libboost1.74-dev               # Asio / Beast
+  libsimdjson-dev nlohmann-json3-dev
+  libpcre2-dev libutf8proc-dev   # tokenizer
+  libfmt-dev libspdlog-dev libssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+[ "${KVR_SKIP_BUILD:-0}" = 1 ] && exit 0
+
+cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build_dir" -j2
