@@ -81,11 +81,13 @@ bool prefix_index::apply_stored(worker_id worker, const kv_stored& event) {
     parent_sequence_hash = entries_[parent->entry].sequence_hash;
   }
 
-  // The router's own keys, from the event's tokens (and image hashes, LoRA, salt).
+  // Phase 1, pure compute: the router's own keys from the event's tokens (and image hashes,
+  // LoRA, salt), prefetching the table slots phase 2 will touch so their misses overlap.
   const std::uint64_t seed = block_seed(event.lora_name);
   const bool sequence_start = !event.parent_block_hash;
-  std::uint64_t previous = parent_sequence_hash;
   const std::span<const std::uint32_t> tokens(event.token_ids);
+  scratch_sequence_.clear();
+  std::uint64_t previous = parent_sequence_hash;
   for (std::size_t b = 0; b < n_blocks; ++b) {
     scratch_images_.clear();
     for (const block_image_hash& image : event.images)
@@ -95,9 +97,15 @@ bool prefix_index::apply_stored(worker_id worker, const kv_stored& event) {
     const std::uint64_t block_seed_value =
         first_of_sequence && !event.cache_salt.empty() ? block_seed(event.lora_name, event.cache_salt) : seed;
     const std::uint64_t local = local_block_hash(tokens.subspan(b * block_size_, block_size_), scratch_images_, block_seed_value);
-    const std::uint64_t sequence_hash = first_of_sequence ? local : chain_sequence_hash(previous, local);
-    previous = sequence_hash;
+    previous = first_of_sequence ? local : chain_sequence_hash(previous, local);
+    scratch_sequence_.push_back(previous);
+    by_sequence_hash_.prefetch(previous);
+    state.blocks.prefetch(event.block_hashes[b]);
+  }
 
+  // Phase 2: link every block to its entry.
+  for (std::size_t b = 0; b < n_blocks; ++b) {
+    const std::uint64_t sequence_hash = scratch_sequence_[b];
     // An engine hash re-used for other content: forget what it named before.
     if (const worker_block* old = workers_[worker].blocks.find(event.block_hashes[b]);
         old != nullptr && is_live(worker, *old) && entries_[old->entry].sequence_hash != sequence_hash)
@@ -200,6 +208,21 @@ void prefix_index::sweep_stale_references(worker_id worker) {
 
 void prefix_index::apply_removed(worker_id worker, const kv_removed& event) {
   worker_state& state = worker_slot(worker);
+  // Passes so that each pass's cache misses overlap: the worker's references, the entries they
+  // name, the entries' slots in the sequence-hash map, then the removals.
+  for (std::uint64_t hash : event.block_hashes) state.blocks.prefetch(hash);
+  scratch_entries_.clear();
+  for (std::uint64_t hash : event.block_hashes) {
+    const worker_block* ref = state.blocks.find(hash);
+    const std::uint32_t entry_index = ref != nullptr ? ref->entry : UINT32_MAX;
+    scratch_entries_.push_back(entry_index);
+    if (entry_index < entries_.size()) {
+      __builtin_prefetch(&entries_[entry_index]);
+      __builtin_prefetch(&worker_bits_[entry_index * words_]);
+    }
+  }
+  for (std::uint32_t entry_index : scratch_entries_)
+    if (entry_index < entries_.size()) by_sequence_hash_.prefetch(entries_[entry_index].sequence_hash);
   for (std::uint64_t hash : event.block_hashes) {
     const worker_block* ref = state.blocks.find(hash);
     if (ref == nullptr || !is_live(worker, *ref)) {

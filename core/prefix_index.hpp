@@ -137,7 +137,8 @@ class prefix_index {
   index_counters counters_;
 
   // Reused scratch buffers (the index is single-threaded by contract).
-  std::vector<std::uint64_t> scratch_local_;
+  std::vector<std::uint64_t> scratch_sequence_;
+  std::vector<std::uint32_t> scratch_entries_;
   std::vector<std::uint64_t> scratch_images_;
   std::vector<std::uint64_t> scratch_active_;
 };

@@ -1,6 +1,9 @@
 #include "core/selector/selector.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <vector>
 #include <limits>
 
 namespace kvr {
@@ -24,25 +27,35 @@ selection pick_lowest(std::span<const worker_candidate> candidates, selector_rng
 }
 
 /// Samples index i with probability proportional to exp(-normalized_cost_i / temperature).
+/// Costs are computed once into a stack buffer (heap only beyond 512 candidates).
 template <class Score>
 selection sample_softmax(std::span<const worker_candidate> candidates, double temperature, selector_rng& rng,
                          Score score) {
+  std::array<double, 512> stack_buffer;
+  std::vector<double> heap_buffer;
+  std::span<double> costs(stack_buffer.data(), std::min(candidates.size(), stack_buffer.size()));
+  if (candidates.size() > stack_buffer.size()) {
+    heap_buffer.resize(candidates.size());
+    costs = heap_buffer;
+  }
   double lowest = std::numeric_limits<double>::infinity();
   double highest = -lowest;
-  for (const worker_candidate& c : candidates) {
-    const double value = score(c);
-    lowest = std::min(lowest, value);
-    highest = std::max(highest, value);
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    costs[i] = score(candidates[i]);
+    lowest = std::min(lowest, costs[i]);
+    highest = std::max(highest, costs[i]);
   }
   const double range = highest - lowest;
-  auto weight = [&](double value) { return range > 0 ? std::exp(-((value - lowest) / range) / temperature) : 1.0; };
   double total = 0;
-  for (const worker_candidate& c : candidates) total += weight(score(c));
+  for (double& c : costs) {
+    const double cost = c;
+    c = range > 0 ? std::exp(-((cost - lowest) / range) / temperature) : 1.0;  // now a weight
+    total += c;
+  }
   double target = std::uniform_real_distribution<double>(0.0, total)(rng);
   for (std::size_t i = 0; i < candidates.size(); ++i) {
-    const double value = score(candidates[i]);
-    target -= weight(value);
-    if (target < 0 || i + 1 == candidates.size()) return {i, candidates[i].worker, value};
+    target -= costs[i];
+    if (target < 0 || i + 1 == candidates.size()) return {i, candidates[i].worker, score(candidates[i])};
   }
   return {};  // unreachable: the loop returns on its last candidate
 }
