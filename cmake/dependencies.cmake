@@ -15,3 +15,9 @@ if(KVR_BUILD_BENCHMARKS)
 endif()
 
 find_package(fmt 9 REQUIRED)
+
+# msgpack-c C++ (header-only): its SAX parser reads KV-event payloads.
+find_package(msgpack-cxx CONFIG QUIET)
+if(NOT TARGET msgpackc-cxx)
+  find_package(msgpack CONFIG REQUIRED)
+endif()
