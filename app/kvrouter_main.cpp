@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli.hpp"
+#include "app/commands.hpp"
 
 namespace {
 
@@ -25,6 +26,10 @@ nlohmann::json describe(const kvr::router_config& config) {
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
+  // Operator commands with flags of their own.
+  if (!args.empty() && args[0] == "kv-dump") return kvr::cli::run_kv_dump({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "kv-index") return kvr::cli::run_kv_index({args.begin() + 1, args.end()});
+
   auto options = kvr::cli::parse(args);
   if (!options) {
     std::cerr << "kvrouter: " << options.error() << "\n";

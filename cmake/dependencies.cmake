@@ -21,3 +21,17 @@ find_package(msgpack-cxx CONFIG QUIET)
 if(NOT TARGET msgpackc-cxx)
   find_package(msgpack CONFIG REQUIRED)
 endif()
+
+# CAF 0.17.6: Debian ships no CMake config, so the imported targets are declared by hand.
+find_package(Threads REQUIRED)
+find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
+find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
+add_library(caf::core UNKNOWN IMPORTED)
+set_target_properties(caf::core PROPERTIES
+  IMPORTED_LOCATION "${CAF_CORE_LIBRARY}"
+  INTERFACE_INCLUDE_DIRECTORIES "${CAF_INCLUDE_DIR}"
+  INTERFACE_LINK_LIBRARIES Threads::Threads)
+
+# ZeroMQ + cppzmq (header-only C++ binding).
+pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+add_library(kvr::zmq ALIAS PkgConfig::ZMQ)

@@ -22,7 +22,7 @@ packages=(
   libpcre2-dev libutf8proc-dev   # tokenizer
   libfmt-dev libspdlog-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-zmq python3-msgpack     # engine-shaped KV-event publishers in the integration tests
+  python3-zmq python3-msgpack python3-xxhash  # engine-shaped publishers and ground truth in tests
   clang libclang-rt-14-dev        # libFuzzer for the KV-event decoder
 )
 

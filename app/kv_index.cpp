@@ -1,0 +1,177 @@
+/// `kvrouter kv-index`: the router's KV-event path on its own. Subscribes to workers' KV
+/// events exactly as the router does (sequence tracking, replay, the set's scorer actor), then
+/// prints the prefix index it built. Operators compare it with what their engines hold; the
+/// integration tests compare it with a publisher's ground truth.
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "actors/kv_subscriber.hpp"
+#include "actors/scorer.hpp"
+#include "app/commands.hpp"
+#include "app/flags.hpp"
+#include "core/worker_spec.hpp"
+
+namespace kvr::cli {
+namespace {
+
+constexpr const char* kv_index_usage =
+    "Usage: kvrouter kv-index --worker URL,kv=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,dp=N][,id=NAME][,topic=T] ...\n"
+    "                         [--bind tcp://*:PORT] [--block-size N] [--max-index-blocks N]\n"
+    "                         [--idle SECONDS] [--duration SECONDS] [--replay-timeout-ms N]\n"
+    "\n"
+    "Subscribes to the workers' KV events (connecting to each kv= endpoint, or with --bind, binding one\n"
+    "socket that engines connect to, told apart by topic), builds the prefix index as the router does,\n"
+    "and prints it as JSON once no batch arrived for --idle seconds (default 2) or after --duration\n"
+    "seconds (default 60): per worker its blocks' sequence hashes and event counters, plus the\n"
+    "subscriber's sequence counters (gaps, replays, restarts, decode errors).\n";
+
+nlohmann::json to_json(const kv_publisher_stats& s) {
+  return {{"publisher", s.name},
+          {"live_batches", s.live_batches},
+          {"replay_batches", s.replay_batches},
+          {"decode_errors", s.decode_errors},
+          {"applied", s.sequence.applied},
+          {"duplicates", s.sequence.duplicates},
+          {"gaps", s.sequence.gaps},
+          {"restarts", s.sequence.restarts},
+          {"replay_requests", s.sequence.replay_requests},
+          {"replayed", s.sequence.replayed},
+          {"history_missing", s.sequence.history_missing},
+          {"replay_unavailable", s.sequence.replay_unavailable},
+          {"hold_overflows", s.sequence.hold_overflows}};
+}
+
+/// One publisher per worker and data-parallel rank; worker ids in command-line order.
+std::vector<kv_publisher> expand(const std::vector<worker_spec>& workers) {
+  std::vector<kv_publisher> publishers;
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    const worker_spec& w = workers[i];
+    const std::string id = w.id.empty() ? fmt::format("w{}", i) : w.id;
+    for (std::uint32_t rank = 0; rank < w.dp_size; ++rank) {
+      const int offset = static_cast<int>(rank);
+      publishers.push_back({.worker = static_cast<worker_id>(publishers.size()),
+                            .name = w.dp_size > 1 ? fmt::format("{}/dp{}", id, rank) : id,
+                            .endpoint = endpoint_with_port_offset(w.kv_events, offset),
+                            .replay_endpoint = w.replay.empty() ? std::string{} : endpoint_with_port_offset(w.replay, offset),
+                            .topic = w.topic});
+    }
+  }
+  return publishers;
+}
+
+}  // namespace
+
+int run_kv_index(const std::vector<std::string>& args) {
+  std::vector<worker_spec> workers;
+  kv_subscriber_settings settings;
+  router_config config;
+  double idle = 2, duration = 60;
+  flag_reader flags(args);
+  try {
+    while (flags.next()) {
+      const std::string name = flags.name();
+      if (name == "-h" || name == "--help") {
+        std::cout << kv_index_usage;
+        return 0;
+      }
+      auto value = flags.value();
+      if (!value) {
+        std::cerr << "kvrouter kv-index: " << name << " needs a value\n";
+        return 2;
+      }
+      if (name == "--worker") {
+        auto spec = parse_worker_spec(*value);
+        if (!spec) {
+          std::cerr << "kvrouter kv-index: " << spec.error().message << "\n";
+          return 2;
+        }
+        workers.push_back(std::move(*spec));
+      } else if (name == "--bind") {
+        settings.bind_endpoint = *value;
+      } else if (name == "--block-size" || name == "--max-index-blocks") {
+        if (auto set = set_knob(config, name == "--block-size" ? "block_size" : "max_index_blocks", *value); !set) {
+          std::cerr << "kvrouter kv-index: " << set.error().message << "\n";
+          return 2;
+        }
+      } else if (name == "--idle") {
+        idle = std::stod(*value);
+      } else if (name == "--duration") {
+        duration = std::stod(*value);
+      } else if (name == "--replay-timeout-ms") {
+        settings.replay_timeout = std::chrono::milliseconds(std::stoll(*value));
+      } else {
+        std::cerr << "kvrouter kv-index: unknown option " << name << "\n" << kv_index_usage;
+        return 2;
+      }
+    }
+  } catch (const std::exception&) {
+    std::cerr << "kvrouter kv-index: " << flags.name() << " expects a number\n";
+    return 2;
+  }
+  if (auto valid = validate(config); !valid) {
+    std::cerr << "kvrouter kv-index: " << valid.error().message << "\n";
+    return 2;
+  }
+  if (workers.empty()) {
+    std::cerr << "kvrouter kv-index: at least one --worker is required\n" << kv_index_usage;
+    return 2;
+  }
+  for (const worker_spec& w : workers)
+    if (w.kv_events.empty() && settings.bind_endpoint.empty()) {
+      std::cerr << "kvrouter kv-index: worker " << w.url << " has no kv= endpoint (or use --bind)\n";
+      return 2;
+    }
+  settings.publishers = expand(workers);
+
+  caf::actor_system_config caf_config;
+  caf_config.add_message_types<caf::id_block::kvr>();
+  caf_config.set("scheduler.max-threads", 2);
+  caf::actor_system system{caf_config};
+  scorer_settings scorer_config{config, {}};
+  for (const kv_publisher& p : settings.publishers) scorer_config.worker_names.push_back(p.name);
+  const scorer_actor scorer = spawn_scorer(system, scorer_config);
+
+  std::optional<kv_subscriber> subscriber;
+  try {
+    subscriber.emplace(settings, [scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); });
+  } catch (const std::exception& e) {
+    std::cerr << "kvrouter kv-index: " << e.what() << "\n";
+    return 1;
+  }
+
+  using clock = std::chrono::steady_clock;
+  const auto started = clock::now();
+  auto last_activity = started;
+  std::uint64_t seen = 0;
+  while (clock::now() - started < std::chrono::duration<double>(duration)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::uint64_t total = 0;
+    for (const auto& s : subscriber->stats()) total += s.live_batches + s.replay_batches;
+    if (total != seen) {
+      seen = total;
+      last_activity = clock::now();
+    } else if (idle > 0 && seen > 0 && clock::now() - last_activity >= std::chrono::duration<double>(idle)) {
+      break;
+    }
+  }
+  subscriber->stop();
+
+  nlohmann::json out;
+  caf::scoped_actor self{system};
+  self->request(scorer, std::chrono::seconds(10), dump_index_atom_v)
+      .receive([&](const std::string& dump) { out = nlohmann::json::parse(dump); },
+               [&](const caf::error& error) { out["error"] = caf::to_string(error); });
+  nlohmann::json publishers = nlohmann::json::array();
+  for (const auto& s : subscriber->stats()) publishers.push_back(to_json(s));
+  out["subscriber"] = std::move(publishers);
+  std::cout << out.dump(1) << std::endl;
+  self->send_exit(scorer, caf::exit_reason::user_shutdown);
+  return out.contains("error") ? 1 : 0;
+}
+
+}  // namespace kvr::cli

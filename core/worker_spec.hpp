@@ -1,0 +1,32 @@
+#pragma once
+/// The command-line description of one worker:
+///
+///     URL[,kv=ENDPOINT][,replay=ENDPOINT][,dp=N][,id=NAME][,topic=TOPIC]
+///
+/// e.g. `http://10.0.0.5:8000,kv=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5600,dp=2`.
+/// With `dp=N`, rank r publishes on the KV and replay ports + r (docs/kv-events.md).
+
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <string_view>
+
+#include "core/router_config.hpp"
+
+namespace kvr {
+
+struct worker_spec {
+  std::string id;               ///< empty = the caller names it (w0, w1, ...)
+  std::string url;              ///< the worker's OpenAI HTTP base URL
+  std::string kv_events;        ///< ZMQ endpoint of its KV-event publisher; empty = none
+  std::string replay;           ///< ZMQ endpoint of its replay socket; empty = none
+  std::string topic;            ///< KV-event topic prefix (default: all topics)
+  std::uint32_t dp_size = 1;    ///< data-parallel ranks
+
+  friend bool operator==(const worker_spec&, const worker_spec&) = default;
+};
+
+/// Parses one spec; errors name the bad part.
+[[nodiscard]] std::expected<worker_spec, config_error> parse_worker_spec(std::string_view text);
+
+}  // namespace kvr

@@ -1,0 +1,23 @@
+#pragma once
+/// What the KV subscriber hands to a worker set's scorer: decoded batches, already put in
+/// order by the sequence tracker, with the instruction to clear a worker first where the
+/// tracker said so. Many batches travel in one message (no message per event).
+
+#include <memory>
+#include <vector>
+
+#include "core/kv_event.hpp"
+
+namespace kvr {
+
+struct kv_update {
+  worker_id worker = 0;
+  bool clear_first = false;  ///< restart, missing history or unrecoverable gap
+  kv_batch batch;
+};
+
+using kv_update_list = std::vector<kv_update>;
+/// Shared, immutable once sent: the subscriber builds it, the scorer reads it.
+using kv_updates = std::shared_ptr<const kv_update_list>;
+
+}  // namespace kvr

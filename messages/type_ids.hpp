@@ -1,0 +1,24 @@
+#pragma once
+/// The one CAF type-ID block of kvrouter (CAF 0.17.6). Message types that only travel inside
+/// this process are passed as shared pointers marked unsafe (never serialized).
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include <caf/all.hpp>
+
+#include "messages/kv_messages.hpp"
+
+CAF_BEGIN_TYPE_ID_BLOCK(kvr, caf::first_custom_type_id)
+
+  // -- KV events: subscriber -> scorer
+  CAF_ADD_TYPE_ID(kvr, (kvr::kv_updates))
+
+  // -- operator / debug requests
+  CAF_ADD_ATOM(kvr, kvr, dump_index_atom, "dumpindex")
+  CAF_ADD_ATOM(kvr, kvr, remove_worker_atom, "rmworker")
+
+CAF_END_TYPE_ID_BLOCK(kvr)
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::kv_updates)
