@@ -1,5 +1,7 @@
 #include "actors/kv_subscriber.hpp"
 
+#include <pthread.h>
+
 #include <cstring>
 #include <stdexcept>
 
@@ -40,14 +42,6 @@ void set_reconnect_backoff(zmq::socket_t& socket) {
 }
 
 }  // namespace
-
-std::string endpoint_with_port_offset(const std::string& endpoint, int offset) {
-  const auto colon = endpoint.rfind(':');
-  if (offset == 0 || colon == std::string::npos) return endpoint;
-  const std::string port = endpoint.substr(colon + 1);
-  if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos) return endpoint;
-  return endpoint.substr(0, colon + 1) + std::to_string(std::stoi(port) + offset);
-}
 
 struct kv_subscriber::impl {
   struct publisher_state {
@@ -102,7 +96,10 @@ struct kv_subscriber::impl {
       }
     }
     publish_stats();
-    thread = std::thread([this] { run(); });
+    thread = std::thread([this] {
+      pthread_setname_np(pthread_self(), "kvr-kv-sub");  // visible in top -H and /proc
+      run();
+    });
   }
 
   ~impl() {
@@ -148,7 +145,7 @@ struct kv_subscriber::impl {
       flush();
       if (clock_type::now() >= next_stats_) {
         publish_stats();
-        next_stats_ = clock_type::now() + std::chrono::milliseconds(100);
+        next_stats_ = clock_type::now() + std::chrono::milliseconds(20);
       }
     }
   }

@@ -68,8 +68,4 @@ class kv_subscriber {
   std::unique_ptr<impl> impl_;
 };
 
-/// `tcp://host:5557` with the port moved by `offset` (data-parallel rank r publishes on
-/// port + r). Endpoints without a numeric port are returned unchanged.
-[[nodiscard]] std::string endpoint_with_port_offset(const std::string& endpoint, int offset);
-
 }  // namespace kvr

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/kv_subscriber.hpp"
+#include "actors/runtime.hpp"
 #include "actors/scorer.hpp"
 #include "app/commands.hpp"
 #include "app/flags.hpp"
@@ -129,8 +130,7 @@ int run_kv_index(const std::vector<std::string>& args) {
   settings.publishers = expand(workers);
 
   caf::actor_system_config caf_config;
-  caf_config.add_message_types<caf::id_block::kvr>();
-  caf_config.set("scheduler.max-threads", 2);
+  configure_actor_system(caf_config, 2);
   caf::actor_system system{caf_config};
   scorer_settings scorer_config{config, {}};
   for (const kv_publisher& p : settings.publishers) scorer_config.worker_names.push_back(p.name);

@@ -95,8 +95,6 @@ std::expected<mp_ref, mp_error> mp_tape::parse(std::span<const std::uint8_t> byt
   return mp_ref(this, 0);
 }
 
-const mp_node& mp_ref::node() const { return tape_->at(index_); }
-
 mp_ref mp_ref::element(std::uint32_t i) const {
   mp_ref child = first_child();
   for (; i > 0; --i) child = child.next_sibling();

@@ -41,7 +41,7 @@ class mp_ref {
  public:
   mp_ref(const mp_tape* tape, std::uint32_t index) : tape_(tape), index_(index) {}
 
-  [[nodiscard]] const mp_node& node() const;
+  [[nodiscard]] inline const mp_node& node() const;
   [[nodiscard]] mp_node::kind type() const { return node().type; }
   [[nodiscard]] bool is_nil() const { return type() == mp_node::kind::nil; }
   [[nodiscard]] bool is_array() const { return type() == mp_node::kind::array; }
@@ -82,5 +82,7 @@ class mp_tape {
   std::vector<mp_node> nodes_;
   std::vector<std::uint32_t> open_;  ///< indices of containers being filled
 };
+
+inline const mp_node& mp_ref::node() const { return tape_->at(index_); }
 
 }  // namespace kvr

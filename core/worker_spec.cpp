@@ -6,6 +6,14 @@
 
 namespace kvr {
 
+std::string endpoint_with_port_offset(const std::string& endpoint, int offset) {
+  const auto colon = endpoint.rfind(':');
+  if (offset == 0 || colon == std::string::npos) return endpoint;
+  const std::string port = endpoint.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return endpoint;
+  return endpoint.substr(0, colon + 1) + std::to_string(std::stoi(port) + offset);
+}
+
 std::expected<worker_spec, config_error> parse_worker_spec(std::string_view text) {
   auto fail = [&](std::string why) {
     return std::unexpected(config_error{fmt::format("worker \"{}\": {}", text, why)});

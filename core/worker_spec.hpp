@@ -26,6 +26,10 @@ struct worker_spec {
   friend bool operator==(const worker_spec&, const worker_spec&) = default;
 };
 
+/// `tcp://host:5557` with the port moved by `offset` (data-parallel rank r publishes on
+/// port + r). Endpoints without a numeric port are returned unchanged.
+[[nodiscard]] std::string endpoint_with_port_offset(const std::string& endpoint, int offset);
+
 /// Parses one spec; errors name the bad part.
 [[nodiscard]] std::expected<worker_spec, config_error> parse_worker_spec(std::string_view text);
 

@@ -23,7 +23,7 @@ packages=(
   libfmt-dev libspdlog-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-zmq python3-msgpack python3-xxhash  # engine-shaped publishers and ground truth in tests
-  clang libclang-rt-14-dev        # libFuzzer for the KV-event decoder
+  clang-16 libclang-rt-16-dev     # libFuzzer for the KV-event decoder (tests/fuzz)
 )
 
 missing=()

@@ -1,0 +1,15 @@
+#pragma once
+/// Settings of kvrouter's CAF actor system (CAF 0.17.6), in one place for every binary.
+
+#include <cstddef>
+
+#include <caf/actor_system_config.hpp>
+
+namespace kvr {
+
+/// Registers kvrouter's message types and sizes the scheduler: `threads` workers (0.17 would
+/// otherwise start max(4, cores)), and short spinning before an idle worker sleeps, so that a
+/// steady trickle of messages (KV events, requests) does not keep a core busy polling.
+void configure_actor_system(caf::actor_system_config& config, std::size_t threads);
+
+}  // namespace kvr

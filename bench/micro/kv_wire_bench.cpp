@@ -1,0 +1,70 @@
+// KV events end to end inside the router process: msgpack payload -> decoded batch -> prefix
+// index. Target: >= 1 M block events/s on one core.
+#include <benchmark/benchmark.h>
+
+#include "bench/micro/kv_encode.hpp"
+#include "bench/micro/workload.hpp"
+#include "core/kv_apply.hpp"
+#include "core/kv_wire.hpp"
+
+namespace kvr::bench {
+namespace {
+
+/// Args: block size, blocks per event. Each iteration decodes and applies one stored event on
+/// one of 16 workers and one removal of the event stored 512 iterations earlier, over an index
+/// of about 10^5 pairs. Items = block events (stored + removed blocks).
+void BM_decode_and_apply(benchmark::State& state) {
+  const auto block_size = static_cast<std::uint32_t>(state.range(0));
+  const auto blocks = static_cast<std::size_t>(state.range(1));
+  constexpr std::size_t pool = 2048, lag = 512;
+  constexpr worker_id workers = 16;
+
+  prefix_index index(block_size, 1u << 22);
+  for (std::size_t i = 0; index.total_blocks() < 100000; ++i) {
+    const auto tokens = random_tokens(32 * block_size, 900000 + i);
+    index.apply_stored(static_cast<worker_id>(i % workers), stored_event(tokens, block_size, 0, 32, 7000000 + i));
+  }
+  std::vector<std::vector<std::uint8_t>> stores, removals;
+  std::size_t payload_bytes = 0;
+  for (std::size_t i = 0; i < pool; ++i) {
+    kv_stored stored = stored_event(random_tokens(blocks * block_size, 1000 + i), block_size, 0, blocks, 5000000 + i);
+    removals.push_back(encode_batch({kv_removed{stored.block_hashes}}));
+    stores.push_back(encode_batch({stored}));
+    payload_bytes += stores.back().size();
+  }
+  kv_wire_decoder decoder;
+  kv_batch batch;
+  kv_event_counters counters;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    (void)decoder.decode_batch(stores[i % pool], batch);
+    apply_batch(index, static_cast<worker_id>(i % workers), batch, counters);
+    if (i >= lag) {
+      (void)decoder.decode_batch(removals[(i - lag) % pool], batch);
+      apply_batch(index, static_cast<worker_id>((i - lag) % workers), batch, counters);
+    }
+    ++i;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * blocks * 2));
+  state.counters["stored_payload_bytes"] = static_cast<double>(payload_bytes) / pool;
+  if (counters.dropped_stored != 0 || counters.malformed_events != 0) state.SkipWithError("events were dropped");
+}
+BENCHMARK(BM_decode_and_apply)->ArgsProduct({{16, 64}, {1, 8, 32}});
+
+/// Decoding alone, for comparison. Args: block size, blocks per event.
+void BM_decode_only(benchmark::State& state) {
+  const auto block_size = static_cast<std::uint32_t>(state.range(0));
+  const auto blocks = static_cast<std::size_t>(state.range(1));
+  const auto payload = encode_batch({stored_event(random_tokens(blocks * block_size, 1), block_size, 0, blocks, 1)});
+  kv_wire_decoder decoder;
+  kv_batch batch;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(decoder.decode_batch(payload, batch));
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * blocks));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * payload.size()));
+}
+BENCHMARK(BM_decode_only)->ArgsProduct({{16, 64}, {1, 8, 32}});
+
+}  // namespace
+}  // namespace kvr::bench

@@ -1,0 +1,39 @@
+#include "core/worker_spec.hpp"
+
+#include <gtest/gtest.h>
+
+namespace kvr {
+namespace {
+
+TEST(worker_spec, a_url_alone_is_a_worker_without_kv_events) {
+  auto spec = parse_worker_spec("http://10.0.0.5:8000/");
+  ASSERT_TRUE(spec);
+  EXPECT_EQ(spec->url, "http://10.0.0.5:8000");
+  EXPECT_EQ(spec->kv_events, "");
+  EXPECT_EQ(spec->dp_size, 1u);
+}
+
+TEST(worker_spec, reads_every_key) {
+  auto spec = parse_worker_spec("http://h:8000,kv=tcp://h:5557,replay=tcp://h:5600,dp=4,id=a1,topic=kv");
+  ASSERT_TRUE(spec);
+  EXPECT_EQ(*spec, (worker_spec{"a1", "http://h:8000", "tcp://h:5557", "tcp://h:5600", "kv", 4}));
+}
+
+TEST(worker_spec, errors_name_the_bad_part) {
+  EXPECT_EQ(parse_worker_spec("h:8000").error().message, "worker \"h:8000\": must start with the worker's http:// URL");
+  EXPECT_EQ(parse_worker_spec("http://h,kv=h:5557").error().message,
+            "worker \"http://h,kv=h:5557\": kv must be a ZeroMQ endpoint such as tcp://host:5557");
+  EXPECT_EQ(parse_worker_spec("http://h,dp=0").error().message, "worker \"http://h,dp=0\": dp must be a rank count from 1 to 1024");
+  EXPECT_EQ(parse_worker_spec("http://h,colour=red").error().message,
+            "worker \"http://h,colour=red\": unknown key \"colour\" (expected kv, replay, dp, id or topic)");
+  EXPECT_EQ(parse_worker_spec("http://h,kv").error().message, "worker \"http://h,kv\": \"kv\" is not key=value");
+}
+
+TEST(worker_spec, data_parallel_ranks_publish_on_consecutive_ports) {
+  EXPECT_EQ(endpoint_with_port_offset("tcp://10.0.0.5:5557", 0), "tcp://10.0.0.5:5557");
+  EXPECT_EQ(endpoint_with_port_offset("tcp://10.0.0.5:5557", 3), "tcp://10.0.0.5:5560");
+  EXPECT_EQ(endpoint_with_port_offset("ipc:///tmp/kv", 1), "ipc:///tmp/kv");
+}
+
+}  // namespace
+}  // namespace kvr

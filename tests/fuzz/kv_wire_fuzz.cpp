@@ -1,0 +1,25 @@
+// libFuzzer target: arbitrary bytes through the KV-event decoder and into a prefix index.
+// Whatever the bytes, decoding returns a value or an error, and applying what decoded keeps
+// the index within its bound; AddressSanitizer, UBSan and -malloc_limit_mb catch the rest.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/kv_apply.hpp"
+#include "core/kv_wire.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static kvr::kv_wire_decoder decoder;
+  static kvr::prefix_index index(4, 4096);
+  static kvr::kv_event_counters counters;
+  const std::span<const std::uint8_t> payload(data, size);
+
+  kvr::kv_batch batch;
+  if (decoder.decode_batch(payload, batch)) {
+    const kvr::worker_id worker = size > 0 ? data[0] % 8 : 0;
+    kvr::apply_batch(index, worker, batch, counters);
+    if (index.total_blocks() > index.max_blocks()) __builtin_trap();
+  }
+  (void)decoder.decode_event(payload);
+  return 0;
+}
