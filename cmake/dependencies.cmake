@@ -7,6 +7,9 @@ add_library(kvr::xxhash ALIAS PkgConfig::XXHASH)
 
 find_package(nlohmann_json 3.11 REQUIRED)
 
+pkg_check_modules(SIMDJSON REQUIRED IMPORTED_TARGET simdjson)
+add_library(kvr::simdjson ALIAS PkgConfig::SIMDJSON)
+
 if(KVR_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

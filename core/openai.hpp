@@ -1,0 +1,86 @@
+#pragma once
+/// OpenAI request parsing into what routing needs, and OpenAI-shaped errors.
+///
+/// The body is parsed once with simdjson on-demand, reading only `model`, `stream`, `prompt`
+/// and `messages`; the original bytes are what the worker receives.
+
+#include <cstdint>
+#include <expected>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace kvr {
+
+enum class api_endpoint : std::uint8_t { chat_completions, completions };
+
+/// Every error the API answers with, mapped to one status and OpenAI error type.
+enum class api_errc : std::uint8_t {
+  invalid_json,          ///< 400 invalid_request_error
+  invalid_request,       ///< 400 invalid_request_error (missing or mistyped field)
+  not_found,             ///< 404 (no such route)
+  unknown_model,         ///< 404 model_not_found
+  method_not_allowed,    ///< 405
+  body_too_large,        ///< 413
+  too_many_requests,     ///< 429 (in-flight bound of a worker set reached)
+  no_worker_available,   ///< 503 (every worker unhealthy, or none configured)
+  overloaded,            ///< 503 (the routing actors are saturated)
+  worker_failed,         ///< 502 (workers failed before answering)
+  worker_timeout,        ///< 504 (no answer within the upstream timeout)
+};
+
+struct api_error {
+  api_errc code = api_errc::invalid_request;
+  std::string message;
+  std::string param;  ///< the offending field, if any
+};
+
+[[nodiscard]] int http_status(api_errc code);
+/// `{"error": {"message", "type", "param", "code"}}`.
+[[nodiscard]] std::string error_body(const api_error& error);
+
+/// One chat message as routing sees it: its role, its text, and its images in order.
+struct chat_message {
+  std::string role;
+  std::string text;                     ///< text parts concatenated
+  std::vector<std::string> image_urls;  ///< `image_url` parts (data URIs or http(s) URLs)
+};
+
+/// What routing needs from a request.
+struct routing_request {
+  api_endpoint endpoint = api_endpoint::chat_completions;
+  std::string model;
+  bool stream = false;
+  std::vector<std::uint32_t> prompt_token_ids;  ///< completions with a token-id prompt
+  std::string prompt_text;                      ///< completions with a string prompt (the first)
+  std::vector<chat_message> messages;           ///< chat completions
+  /// Prompt length in tokens: exact for token-id prompts, otherwise estimated as text bytes / 4
+  /// (+ 4 per chat message) until the set's tokenizer replaces the estimate.
+  std::uint32_t prompt_tokens = 0;
+};
+
+/// Parses request bodies; reuses its buffers across calls (one per I/O thread).
+class request_parser {
+ public:
+  /// Bytes a body buffer must be readable past its end (simdjson's padding).
+  static const std::size_t padding;
+
+  request_parser();
+  ~request_parser();
+  request_parser(const request_parser&) = delete;
+  request_parser& operator=(const request_parser&) = delete;
+
+  /// Parses `body`, which must be readable up to `capacity` >= body.size() + padding bytes
+  /// (a std::string reserved that far avoids a copy).
+  [[nodiscard]] std::expected<routing_request, api_error> parse(api_endpoint endpoint, std::string_view body,
+                                                                std::size_t capacity);
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace kvr
