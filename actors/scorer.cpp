@@ -1,33 +1,132 @@
 #include "actors/scorer.hpp"
 
-#include <chrono>
-
 #include <nlohmann/json.hpp>
 
+#include "core/active_sequences.hpp"
+#include "core/block_hash.hpp"
 #include "core/kv_apply.hpp"
 #include "core/prefix_index.hpp"
+#include "core/selector/candidates.hpp"
+#include "core/selector/selector.hpp"
 
 namespace kvr {
 namespace {
 
+using clock_type = std::chrono::steady_clock;
+
 struct scorer_state {
+  scorer_settings settings;
   std::unique_ptr<prefix_index> index;
-  std::vector<std::string> worker_names;
-  std::vector<kv_event_counters> events;  ///< per worker id
-  std::uint64_t clears = 0;               ///< clears ordered by the subscriber (restarts, lost history)
+  std::unique_ptr<active_sequences> active;
+  selector_rng rng{0};
+  std::uint64_t round_robin_ticket = 0;
+  std::vector<kv_event_counters> events;              ///< per publisher
+  std::vector<clock_type::time_point> unhealthy_until;  ///< per worker
+  std::vector<std::uint64_t> routed, failures;        ///< per worker
+  std::uint64_t routed_total = 0, dry_runs = 0, unroutable = 0, clears = 0;
+  // Reused per request.
+  std::vector<std::uint32_t> publisher_overlaps, worker_overlaps;
+  std::vector<worker_candidate> candidates;
+  std::vector<std::uint8_t> healthy_scratch;
+
+  [[nodiscard]] std::size_t workers() const { return settings.worker_names.size(); }
 };
 
+void publish_snapshot(scorer_state& s) {
+  auto snapshot = std::make_shared<scorer_snapshot>();
+  const auto now = clock_type::now();
+  std::vector<std::uint64_t> blocks_per_worker(s.workers(), 0);
+  for (std::uint32_t p = 0; p < s.settings.publisher_worker.size(); ++p)
+    blocks_per_worker[s.settings.publisher_worker[p]] += s.index->worker_blocks(p);
+  for (std::uint32_t w = 0; w < s.workers(); ++w) {
+    const worker_load load = s.active->load(w);
+    snapshot->workers.push_back({.name = s.settings.worker_names[w],
+                                 .healthy = now >= s.unhealthy_until[w],
+                                 .prefill_tokens = load.prefill_tokens,
+                                 .decode_blocks = load.decode_blocks,
+                                 .requests = load.requests,
+                                 .index_blocks = blocks_per_worker[w],
+                                 .routed = s.routed[w],
+                                 .failures = s.failures[w]});
+  }
+  snapshot->routed = s.routed_total;
+  snapshot->dry_runs = s.dry_runs;
+  snapshot->unroutable = s.unroutable;
+  snapshot->expired_bookings = s.active->counters().expired;
+  snapshot->index_blocks = s.index->total_blocks();
+  for (const auto& e : s.events) snapshot->kv_batches += e.batches;
+  s.settings.snapshot->store(std::move(snapshot));
+}
+
+route_decision decide(scorer_state& s, route_job& job) {
+  const router_config& config = s.settings.config;
+  const auto now = clock_type::now();
+  if (!job.sequence_hashes.empty()) s.index->find_matches(job.sequence_hashes, s.publisher_overlaps);
+  else s.publisher_overlaps.clear();
+  overlaps_by_worker(s.publisher_overlaps, s.settings.publisher_worker, s.workers(), s.worker_overlaps);
+
+  std::vector<std::uint8_t>& healthy = s.healthy_scratch;
+  healthy.resize(s.workers());
+  for (std::uint32_t w = 0; w < s.workers(); ++w) healthy[w] = now >= s.unhealthy_until[w] ? 1 : 0;
+  collect_candidates(s.worker_overlaps, s.active->loads(), healthy, job.excluded_workers, s.candidates);
+
+  route_decision decision;
+  const std::uint32_t prompt_tokens = job.request->prompt_tokens;
+  decision.prompt_blocks = (prompt_tokens + config.block_size - 1) / config.block_size;
+  auto chosen = select_worker(s.candidates, config, {prompt_tokens, s.round_robin_ticket}, s.rng);
+  if (!chosen) {
+    ++s.unroutable;
+    decision.error = api_errc::no_worker_available;
+    decision.error_message = job.excluded_workers.empty() ? "no healthy worker is available for this model"
+                                                          : "every available worker failed this request";
+    if (!job.excluded_workers.empty()) decision.error = api_errc::worker_failed;
+    return decision;
+  }
+  ++s.round_robin_ticket;
+  decision.ok = true;
+  decision.worker = chosen->worker;
+  decision.cost = chosen->cost;
+  decision.overlap_blocks = s.worker_overlaps[chosen->worker];
+  if (job.dry_run) {
+    ++s.dry_runs;
+    for (std::uint32_t w = 0; w < s.workers(); ++w) {
+      const worker_load load = s.active->load(w);
+      decision.candidates.push_back({w, s.worker_overlaps[w], load.prefill_tokens, load.decode_blocks, healthy[w] != 0});
+    }
+    return decision;
+  }
+  s.active->book({job.request_id, chosen->worker, prompt_tokens, decision.overlap_blocks}, now);
+  ++s.routed[chosen->worker];
+  ++s.routed_total;
+  // Approximate mode: the chosen worker will cache this prompt.
+  if (uses_prefix_overlap(config) && !config.use_kv_events && !job.sequence_hashes.empty())
+    s.index->insert_predicted(chosen->worker, job.sequence_hashes, now);
+  return decision;
+}
+
 scorer_actor::behavior_type scorer(scorer_actor::stateful_pointer<scorer_state> self, scorer_settings settings) {
-  auto& state = self->state;
-  state.index = std::make_unique<prefix_index>(settings.config.block_size, settings.config.max_index_blocks,
-                                               std::chrono::seconds(settings.config.approx_ttl_secs));
-  state.worker_names = std::move(settings.worker_names);
-  state.events.resize(state.worker_names.size());
+  auto& s = self->state;
+  s.settings = std::move(settings);
+  if (s.settings.publisher_worker.empty())
+    for (std::uint32_t w = 0; w < s.workers(); ++w) s.settings.publisher_worker.push_back(w);
+  if (s.settings.publisher_names.empty())
+    for (std::uint32_t p : s.settings.publisher_worker) s.settings.publisher_names.push_back(s.settings.worker_names[p]);
+  const router_config& config = s.settings.config;
+  s.index = std::make_unique<prefix_index>(config.block_size, config.max_index_blocks, std::chrono::seconds(config.approx_ttl_secs));
+  s.active = std::make_unique<active_sequences>(config.block_size, config.track_active_blocks, s.settings.max_request_age);
+  s.rng.seed(s.settings.seed);
+  s.events.resize(s.settings.publisher_worker.size());
+  s.unhealthy_until.assign(s.workers(), clock_type::time_point{});
+  s.routed.assign(s.workers(), 0);
+  s.failures.assign(s.workers(), 0);
+  publish_snapshot(s);
+  self->delayed_send(self, std::chrono::seconds(1), tick_atom_v);
+
   return {
       [self](const kv_updates& updates) {
         auto& s = self->state;
         for (const kv_update& update : *updates) {
-          if (update.worker >= s.events.size()) continue;  // not a worker of this set
+          if (update.worker >= s.events.size()) continue;  // not a publisher of this set
           if (update.clear_first) {
             s.index->apply_cleared(update.worker);
             ++s.clears;
@@ -35,13 +134,51 @@ scorer_actor::behavior_type scorer(scorer_actor::stateful_pointer<scorer_state> 
           apply_batch(*s.index, update.worker, update.batch, s.events[update.worker]);
         }
       },
-      [self](remove_worker_atom, std::uint32_t worker) { self->state.index->remove_worker(worker); },
+      [self](const route_job_ptr& job) { job->reply(decide(self->state, *job)); },
+      [self](first_token_atom, std::uint64_t id) { self->state.active->first_token(id); },
+      [self](finished_atom, std::uint64_t id) { self->state.active->release(id); },
+      [self](worker_failed_atom, std::uint64_t id, std::uint32_t worker) {
+        auto& s = self->state;
+        s.active->release(id);
+        if (worker < s.workers()) {
+          s.unhealthy_until[worker] = clock_type::now() + s.settings.unhealthy_backoff;
+          ++s.failures[worker];
+          publish_snapshot(s);
+        }
+      },
+      [self](tick_atom) {
+        auto& s = self->state;
+        const auto now = clock_type::now();
+        s.active->expire(now);
+        s.index->expire(now);
+        publish_snapshot(s);
+        self->delayed_send(self, std::chrono::seconds(1), tick_atom_v);
+      },
+      [self](remove_worker_atom, std::uint32_t publisher) { self->state.index->remove_worker(publisher); },
       [self](dump_index_atom) {
         auto& s = self->state;
-        nlohmann::json dump = kvr::dump_index(*s.index, s.worker_names);
-        for (std::size_t w = 0; w < s.events.size(); ++w) dump["workers"][w]["events"] = to_json(s.events[w]);
+        nlohmann::json dump = kvr::dump_index(*s.index, s.settings.publisher_names);
+        for (std::size_t p = 0; p < s.events.size(); ++p) dump["workers"][p]["events"] = to_json(s.events[p]);
         dump["subscriber_clears"] = s.clears;
         return dump.dump();
+      },
+  };
+}
+
+struct hasher_state {
+  std::vector<std::uint64_t> local;  ///< reused per request
+};
+
+hasher_actor::behavior_type hasher(hasher_actor::stateful_pointer<hasher_state> self, scorer_actor scorer,
+                                   std::uint32_t block_size, bool hash_prompts) {
+  return {
+      [self, scorer, block_size, hash_prompts](const route_job_ptr& job) {
+        const auto& tokens = job->request->prompt_token_ids;
+        if (hash_prompts && !tokens.empty()) {
+          compute_local_hashes(tokens, block_size, {}, {}, self->state.local);
+          compute_sequence_hashes(self->state.local, job->sequence_hashes);
+        }
+        self->send(scorer, job);
       },
   };
 }
@@ -50,6 +187,10 @@ scorer_actor::behavior_type scorer(scorer_actor::stateful_pointer<scorer_state> 
 
 scorer_actor spawn_scorer(caf::actor_system& system, scorer_settings settings) {
   return system.spawn(scorer, std::move(settings));
+}
+
+hasher_actor spawn_hasher(caf::actor_system& system, scorer_actor scorer, std::uint32_t block_size, bool hash_prompts) {
+  return system.spawn(hasher, std::move(scorer), block_size, hash_prompts);
 }
 
 }  // namespace kvr
