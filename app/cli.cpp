@@ -1,6 +1,8 @@
 #include "app/cli.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -20,6 +22,47 @@ std::string knob_for(std::string_view flag) {
   for (const knob_info& knob : knobs())
     if (knob.name == name) return name;
   return {};
+}
+
+template <class T>
+std::expected<void, std::string> parse_count(std::string_view flag, const std::string& value, T& out, std::uint64_t max) {
+  std::uint64_t n = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc{} || end != value.data() + value.size() || n > max)
+    return std::unexpected(fmt::format("{} expects an integer from 0 to {}, got \"{}\"", flag, max, value));
+  out = static_cast<T>(n);
+  return {};
+}
+
+/// The serving flags; nullopt if `flag` is not one of them.
+std::optional<std::expected<void, std::string>> parse_serve_flag(serve_options& serve, std::string_view flag,
+                                                                 const std::string& value) {
+  if (flag == "--model") {
+    serve.model = value;
+    return std::expected<void, std::string>{};
+  }
+  if (flag == "--worker") {
+    serve.workers.push_back(value);
+    return std::expected<void, std::string>{};
+  }
+  if (flag == "--host") {
+    serve.host = value;
+    return std::expected<void, std::string>{};
+  }
+  if (flag == "--kv-bind") {
+    serve.kv_bind = value;
+    return std::expected<void, std::string>{};
+  }
+  if (flag == "--port") return parse_count(flag, value, serve.port, 65535);
+  if (flag == "--threads") return parse_count(flag, value, serve.io_threads, 256);
+  if (flag == "--actor-threads") return parse_count(flag, value, serve.actor_threads, 256);
+  if (flag == "--hashers") return parse_count(flag, value, serve.hashers, 256);
+  if (flag == "--max-body-bytes") return parse_count(flag, value, serve.max_body_bytes, std::uint64_t{1} << 40);
+  if (flag == "--max-retries") return parse_count(flag, value, serve.max_retries, 16);
+  if (flag == "--client-timeout-secs") return parse_count(flag, value, serve.client_timeout_secs, 86400);
+  if (flag == "--upstream-timeout-secs") return parse_count(flag, value, serve.upstream_timeout_secs, 86400);
+  if (flag == "--unhealthy-backoff-ms") return parse_count(flag, value, serve.unhealthy_backoff_ms, 3600000);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -60,6 +103,10 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
     } else {
       return std::unexpected(fmt::format("{} needs a value", flag));
     }
+    if (auto handled = parse_serve_flag(parsed.serve, flag, value)) {
+      if (!*handled) return std::unexpected(handled->error());
+      continue;
+    }
     const std::string knob = knob_for(flag);
     if (knob.empty()) return std::unexpected(fmt::format("unknown option {} (see --help)", flag));
     if (auto set = set_knob(parsed.router, knob, value); !set)
@@ -73,7 +120,10 @@ std::string usage() {
   std::string text =
       "kvrouter: a KV-cache-aware request router for vLLM / SGLang workers.\n"
       "\n"
-      "Usage: kvrouter [describe] [options]\n"
+      "Usage: kvrouter --model NAME --worker URL[,kv=tcp://HOST:PORT][,replay=tcp://HOST:PORT][,dp=N][,id=NAME] ...\n"
+      "                [--port 8080] [router options]      serve one worker set (OpenAI API on --port)\n"
+      "       kvrouter describe [router options]          print the effective config and what it turns on\n"
+      "       kvrouter kv-dump | kv-index ...             KV-event tools (see their --help)\n"
       "\n"
       "Commands:\n"
       "  describe                 print the effective router config and what it turns on, as JSON\n"
@@ -86,6 +136,24 @@ std::string usage() {
     text += fmt::format("  {:<33} {}\n", left, knob.help);
   }
   text +=
+      "\n"
+      "Serving options:\n"
+      "  --model NAME                      the model name clients send (required to serve)\n"
+      "  --worker SPEC                     a worker: URL[,kv=ENDPOINT][,replay=ENDPOINT][,dp=N][,id=NAME][,topic=T];\n"
+      "                                    repeat for each worker (kv= is the engine's KV-event publisher)\n"
+      "  --host ADDRESS                    listen address (default 0.0.0.0)\n"
+      "  --port PORT                       listen port (default 8080; 0 = any free port, printed at start)\n"
+      "  --threads N                       HTTP I/O threads (default: one per core)\n"
+      "  --actor-threads N                 CAF scheduler threads (default 2)\n"
+      "  --hashers N                       hasher actors per worker set (default 2)\n"
+      "  --max-body-bytes N                larger requests get 413 (default 33554432)\n"
+      "  --max-retries N                   re-routes when a worker fails before answering (default 2)\n"
+      "  --client-timeout-secs N           longest a client may take to send a request or take a chunk (default 60)\n"
+      "  --upstream-timeout-secs N         longest wait for a worker's next bytes (default 600)\n"
+      "  --unhealthy-backoff-ms N          how long a failed worker is left out (default 5000)\n"
+      "  --kv-bind ENDPOINT                bind one KV-event socket engines connect to (topics tell them apart)\n"
+      "\n"
+      "Router switches:\n"
       "  --load-aware                      preset: kv mode, overlap credit 0, no KV events (load balancing only)\n"
       "  --no-kv-events                    same as --use-kv-events false (approximate mode when credit > 0)\n"
       "  --no-track-active-blocks          same as --track-active-blocks false\n"

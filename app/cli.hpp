@@ -2,6 +2,7 @@
 /// Command-line parsing for `kvrouter`: the router-config flags are generated from the knob
 /// table in core/router_config, so flags and config-file keys cannot drift apart.
 
+#include <cstdint>
 #include <expected>
 #include <string>
 #include <vector>
@@ -10,9 +11,27 @@
 
 namespace kvr::cli {
 
+/// Serving one worker set from the command line (`kvrouter --model M --worker ...`).
+struct serve_options {
+  std::string model;
+  std::vector<std::string> workers;  ///< worker specs, as given
+  std::string host = "0.0.0.0";
+  std::uint16_t port = 8080;
+  std::size_t io_threads = 0;        ///< 0 = one per core
+  std::size_t actor_threads = 2;
+  std::size_t hashers = 2;
+  std::uint64_t max_body_bytes = 32u << 20;
+  std::uint32_t max_retries = 2;
+  std::uint32_t client_timeout_secs = 60;
+  std::uint32_t upstream_timeout_secs = 600;
+  std::uint32_t unhealthy_backoff_ms = 5000;
+  std::string kv_bind;               ///< bind one SUB here instead of connecting to kv= endpoints
+};
+
 struct options {
   std::string command;            ///< first positional argument ("" = none)
   router_config router;           ///< global router config from flags over defaults
+  serve_options serve;
   bool help = false;
 };
 

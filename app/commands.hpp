@@ -6,6 +6,11 @@
 
 namespace kvr::cli {
 
+struct options;
+
+/// `kvrouter --model M --worker ...`: serve one worker set until SIGINT / SIGTERM.
+int run_serve(const options& options);
+
 /// `kvrouter kv-dump`: print decoded KV-event batches as JSON lines.
 int run_kv_dump(const std::vector<std::string>& args);
 /// `kvrouter kv-index`: subscribe to workers' KV events, build the prefix index, print it.

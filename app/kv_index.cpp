@@ -47,21 +47,12 @@ nlohmann::json to_json(const kv_publisher_stats& s) {
           {"hold_overflows", s.sequence.hold_overflows}};
 }
 
-/// One publisher per worker and data-parallel rank; worker ids in command-line order.
+/// One publisher per worker and data-parallel rank; index ids in command-line order.
 std::vector<kv_publisher> expand(const std::vector<worker_spec>& workers) {
   std::vector<kv_publisher> publishers;
-  for (std::size_t i = 0; i < workers.size(); ++i) {
-    const worker_spec& w = workers[i];
-    const std::string id = w.id.empty() ? fmt::format("w{}", i) : w.id;
-    for (std::uint32_t rank = 0; rank < w.dp_size; ++rank) {
-      const int offset = static_cast<int>(rank);
-      publishers.push_back({.worker = static_cast<worker_id>(publishers.size()),
-                            .name = w.dp_size > 1 ? fmt::format("{}/dp{}", id, rank) : id,
-                            .endpoint = endpoint_with_port_offset(w.kv_events, offset),
-                            .replay_endpoint = w.replay.empty() ? std::string{} : endpoint_with_port_offset(w.replay, offset),
-                            .topic = w.topic});
-    }
-  }
+  for (const publisher_spec& p : expand_publishers(workers))
+    publishers.push_back({.worker = static_cast<worker_id>(publishers.size()), .name = p.name, .endpoint = p.endpoint,
+                          .replay_endpoint = p.replay_endpoint, .topic = p.topic});
   return publishers;
 }
 

@@ -35,10 +35,11 @@ int main(int argc, char** argv) {
     std::cerr << "kvrouter: " << options.error() << "\n";
     return 2;
   }
-  if (options->help || options->command.empty()) {
+  if (options->help || (options->command.empty() && options->serve.workers.empty())) {
     std::cout << kvr::cli::usage();
     return 0;
   }
+  if (options->command.empty() || options->command == "serve") return kvr::cli::run_serve(*options);
   if (options->command == "describe") {
     std::cout << describe(options->router).dump(2) << "\n";
     return 0;

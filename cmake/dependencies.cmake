@@ -38,3 +38,6 @@ set_target_properties(caf::core PROPERTIES
 # ZeroMQ + cppzmq (header-only C++ binding).
 pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
 add_library(kvr::zmq ALIAS PkgConfig::ZMQ)
+
+# Boost 1.74 Asio / Beast (header-only here).
+find_package(Boost 1.74 REQUIRED)

@@ -6,6 +6,27 @@
 
 namespace kvr {
 
+std::string worker_name(const worker_spec& spec, std::size_t index) {
+  return spec.id.empty() ? fmt::format("w{}", index) : spec.id;
+}
+
+std::vector<publisher_spec> expand_publishers(const std::vector<worker_spec>& workers) {
+  std::vector<publisher_spec> publishers;
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    const worker_spec& w = workers[i];
+    const std::string name = worker_name(w, i);
+    for (std::uint32_t rank = 0; rank < w.dp_size; ++rank) {
+      const int offset = static_cast<int>(rank);
+      publishers.push_back({.worker = static_cast<std::uint32_t>(i),
+                            .name = w.dp_size > 1 ? fmt::format("{}/dp{}", name, rank) : name,
+                            .endpoint = endpoint_with_port_offset(w.kv_events, offset),
+                            .replay_endpoint = w.replay.empty() ? std::string{} : endpoint_with_port_offset(w.replay, offset),
+                            .topic = w.topic});
+    }
+  }
+  return publishers;
+}
+
 std::string endpoint_with_port_offset(const std::string& endpoint, int offset) {
   const auto colon = endpoint.rfind(':');
   if (offset == 0 || colon == std::string::npos) return endpoint;

@@ -10,6 +10,7 @@
 #include <expected>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/router_config.hpp"
 
@@ -25,6 +26,22 @@ struct worker_spec {
 
   friend bool operator==(const worker_spec&, const worker_spec&) = default;
 };
+
+/// The name a worker goes by: its `id=`, else `w<index>`.
+[[nodiscard]] std::string worker_name(const worker_spec& spec, std::size_t index);
+
+/// One KV-event publisher of a worker: the worker itself, or one data-parallel rank of it
+/// (rank r on the KV and replay ports + r, named `NAME/dpR`).
+struct publisher_spec {
+  std::uint32_t worker = 0;  ///< index of its worker in the list given to expand_publishers
+  std::string name;
+  std::string endpoint;      ///< empty when the worker has no kv= endpoint (bind mode)
+  std::string replay_endpoint;
+  std::string topic;
+};
+
+/// Every publisher of `workers`, in order (worker by worker, rank by rank).
+[[nodiscard]] std::vector<publisher_spec> expand_publishers(const std::vector<worker_spec>& workers);
 
 /// `tcp://host:5557` with the port moved by `offset` (data-parallel rank r publishes on
 /// port + r). Endpoints without a numeric port are returned unchanged.

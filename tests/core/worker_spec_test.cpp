@@ -29,6 +29,21 @@ TEST(worker_spec, errors_name_the_bad_part) {
   EXPECT_EQ(parse_worker_spec("http://h,kv").error().message, "worker \"http://h,kv\": \"kv\" is not key=value");
 }
 
+TEST(worker_spec, expands_data_parallel_workers_into_one_publisher_per_rank) {
+  const std::vector<worker_spec> workers{*parse_worker_spec("http://a:8000,kv=tcp://a:5557,replay=tcp://a:5600,dp=2"),
+                                         *parse_worker_spec("http://b:8000,kv=tcp://b:5557,id=bee")};
+  const auto publishers = expand_publishers(workers);
+  ASSERT_EQ(publishers.size(), 3u);
+  EXPECT_EQ(publishers[0].name, "w0/dp0");
+  EXPECT_EQ(publishers[1].name, "w0/dp1");
+  EXPECT_EQ(publishers[1].endpoint, "tcp://a:5558");
+  EXPECT_EQ(publishers[1].replay_endpoint, "tcp://a:5601");
+  EXPECT_EQ(publishers[1].worker, 0u);
+  EXPECT_EQ(publishers[2].name, "bee");
+  EXPECT_EQ(publishers[2].worker, 1u);
+  EXPECT_EQ(publishers[2].replay_endpoint, "");
+}
+
 TEST(worker_spec, data_parallel_ranks_publish_on_consecutive_ports) {
   EXPECT_EQ(endpoint_with_port_offset("tcp://10.0.0.5:5557", 0), "tcp://10.0.0.5:5557");
   EXPECT_EQ(endpoint_with_port_offset("tcp://10.0.0.5:5557", 3), "tcp://10.0.0.5:5560");

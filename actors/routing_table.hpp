@@ -1,0 +1,50 @@
+#pragma once
+/// The immutable table ingress routes by: model -> worker set (its actors, effective config,
+/// workers). Built when the set of worker sets changes, swapped in whole.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/scorer.hpp"
+#include "core/router_config.hpp"
+
+namespace kvr {
+
+/// A worker as ingress proxies to it.
+struct worker_target {
+  std::string name;
+  std::string url;        ///< base URL, e.g. http://10.0.0.5:8000 (a path prefix is kept)
+  std::string host;
+  std::string port;
+  std::string base_path;  ///< "" or e.g. "/engine-a"
+};
+
+/// Splits `http://host:port/prefix` into a target; nullopt-like empty host on a bad URL.
+[[nodiscard]] worker_target make_worker_target(std::string name, const std::string& url);
+
+struct worker_set_route {
+  std::string name;
+  std::string model;
+  router_config config;  ///< the set's effective config
+  std::vector<worker_target> workers;
+  scorer_actor scorer;
+  std::vector<hasher_actor> hashers;  ///< empty: the set does not score prefix overlap
+  std::shared_ptr<scorer_snapshot_cell> snapshot;
+  /// Routing decisions in flight (ingress bounds it; beyond, 503 at once).
+  std::shared_ptr<std::atomic<std::uint32_t>> routing_in_flight = std::make_shared<std::atomic<std::uint32_t>>(0);
+};
+
+struct routing_table {
+  std::vector<worker_set_route> sets;
+
+  [[nodiscard]] const worker_set_route* find(std::string_view model) const {
+    for (const worker_set_route& set : sets)
+      if (set.model == model) return &set;
+    return nullptr;
+  }
+};
+
+}  // namespace kvr

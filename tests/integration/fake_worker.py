@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""A scriptable OpenAI-compatible worker for the router's integration tests.
+
+  fake_worker.py --port-file F [--name w0] [--chunks 3] [--chunk-delay 0.0] [--first-delay 0.0]
+                 [--status 200]
+
+Answers POST /v1/chat/completions and /v1/completions: streaming (SSE, chunked, one `data:` event
+every --chunk-delay seconds, in vLLM's chunk shape) or not (one JSON object). Every answer names
+the worker. GET /stats returns what it saw: requests, bodies, streams cut short by the client.
+Writes its port to --port-file once listening (it binds port 0 on 127.0.0.1)."""
+import argparse
+import json
+import socketserver
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+
+class Stats:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.completed = 0
+        self.cancelled = 0
+        self.bodies = []
+        self.paths = []
+
+    def snapshot(self):
+        with self.lock:
+            return {"requests": self.requests, "completed": self.completed, "cancelled": self.cancelled,
+                    "bodies": self.bodies[-20:], "paths": self.paths[-20:]}
+
+
+def make_handler(args, stats):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_):
+            pass
+
+        def _json(self, status, payload):
+            body = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            if self.path == "/stats":
+                return self._json(200, stats.snapshot())
+            if self.path == "/health":
+                return self._json(200, {"status": "ok"})
+            self._json(404, {"error": "no such path"})
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length", "0"))
+            raw = self.rfile.read(length)
+            with stats.lock:
+                stats.requests += 1
+                stats.bodies.append(raw.decode(errors="replace"))
+                stats.paths.append(self.path)
+            if args.first_delay:
+                time.sleep(args.first_delay)
+            if args.status != 200:
+                return self._json(args.status, {"error": {"message": f"{args.name} failed on purpose"}})
+            request = json.loads(raw)
+            if request.get("stream"):
+                return self._stream()
+            self._json(200, {"id": "cmpl-1", "object": "chat.completion", "worker": args.name,
+                             "choices": [{"index": 0, "message": {"role": "assistant", "content": f"hello from {args.name}"},
+                                          "finish_reason": "stop"}],
+                             "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}})
+            with stats.lock:
+                stats.completed += 1
+
+        def _stream(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            try:
+                for i in range(args.chunks):
+                    if i:
+                        time.sleep(args.chunk_delay)
+                    event = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "worker": args.name,
+                             "choices": [{"index": 0, "delta": {"content": f"tok{i} "}, "finish_reason": None}]}
+                    self._chunk(f"data: {json.dumps(event)}\n\n".encode())
+                self._chunk(b"data: [DONE]\n\n")
+                self._chunk(b"")
+                with stats.lock:
+                    stats.completed += 1
+            except (BrokenPipeError, ConnectionResetError):
+                with stats.lock:
+                    stats.cancelled += 1
+                self.close_connection = True
+
+        def _chunk(self, data):
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
+
+    return Handler
+
+
+class Server(socketserver.ThreadingMixIn, HTTPServer):
+    daemon_threads = True
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port-file", required=True)
+    parser.add_argument("--name", default="w0")
+    parser.add_argument("--chunks", type=int, default=3)
+    parser.add_argument("--chunk-delay", type=float, default=0.0)
+    parser.add_argument("--first-delay", type=float, default=0.0)
+    parser.add_argument("--status", type=int, default=200)
+    args = parser.parse_args()
+    server = Server(("127.0.0.1", 0), make_handler(args, Stats()))
+    with open(args.port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    import os
+    os.rename(args.port_file + ".tmp", args.port_file)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
