@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""Integration: kvrouter's HTTP ingress and proxy against fake workers on loopback, driven
+with real sockets. Usage: http_proxy_test.py PATH/TO/kvrouter"""
+import json
+import socket
+import sys
+import time
+
+from router_harness import Failures, Router, Worker, free_port
+
+kvrouter = sys.argv[1]
+f = Failures()
+workers = []
+routers = []
+
+
+def start_worker(name, *flags):
+    w = Worker(name, *flags)
+    workers.append(w)
+    return w
+
+
+def start_router(specs, *flags):
+    r = Router(kvrouter, "m", specs, *flags)
+    routers.append(r)
+    return r
+
+
+def wait_for_zero_load(router, names, timeout=5.0):
+    """The scorer publishes loads about once a second; wait until every gauge is 0."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        m = router.metrics()
+        if all(m[f'kvrouter_worker_active_{g}{{set="m",model="m",worker="{n}"}}'] == 0
+               for n in names for g in ("requests", "prefill_tokens", "decode_blocks")):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+try:
+    slow = start_worker("slow", "--chunks", "5", "--chunk-delay", "0.3")
+    router = start_router([f"{slow.url},id=slow"], "--router-mode", "round-robin", "--max-body-bytes", "4096",
+                          "--client-timeout-secs", "2")
+
+    # -- plain endpoints
+    status, _, body = router.request("GET", "/health")
+    f.check(status == 200, "GET /health answers 200")
+    status, _, body = router.request("GET", "/ready")
+    f.check(status == 200, "GET /ready answers 200 with a healthy worker")
+    status, _, body = router.request("GET", "/v1/models")
+    f.check(status == 200 and json.loads(body)["data"][0]["id"] == "m", "GET /v1/models lists the served model")
+
+    # -- non-streaming is forwarded as-is, status and content type preserved
+    status, headers, body = router.chat()
+    f.check(status == 200 and json.loads(body)["worker"] == "slow", "a non-streaming chat completion comes back whole")
+    f.check(headers.get("Content-Type") == "application/json", "the worker's content type is preserved")
+    f.check(json.loads(slow.stats()["bodies"][-1])["messages"][0]["content"] == "hi",
+            "the worker receives the original body")
+
+    # -- streaming arrives chunk by chunk as the worker sends it (5 chunks, 0.3 s apart)
+    s = socket.create_connection(("127.0.0.1", router.port))
+    body = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    start = time.time()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    arrivals, received = [], b""
+    while b"[DONE]" not in received:
+        data = s.recv(65536)
+        if not data:
+            break
+        received += data
+        arrivals.append((time.time() - start, data.count(b"data: {")))
+    s.close()
+    first_event = next(t for t, n in arrivals if n > 0)
+    f.check(first_event < 0.25, f"the first SSE event reaches the client at once ({first_event:.3f} s)")
+    f.check(arrivals[-1][0] > 1.1, f"the last arrives when the worker sends it ({arrivals[-1][0]:.3f} s)")
+    f.check(sum(n for _, n in arrivals) == 5 and len([a for a in arrivals if a[1] > 0]) >= 4,
+            "events are forwarded as they come, not buffered to the end")
+    f.check(b"transfer-encoding: chunked" in received.lower(), "the stream is re-chunked to the client")
+
+    # -- errors in OpenAI's shape
+    status, _, body = router.request("POST", "/v1/chat/completions", b'{"model": "m", "messages": [')
+    error = json.loads(body)["error"]
+    f.check(status == 400 and error["code"] == "invalid_json" and set(error) == {"message", "type", "param", "code"},
+            "malformed JSON gets 400 in OpenAI's error shape")
+    status, _, body = router.request("POST", "/v1/chat/completions", {"model": "m"})
+    f.check(status == 400 and json.loads(body)["error"]["param"] == "messages", "a missing field gets 400 naming it")
+    status, _, body = router.chat(model="nope")
+    f.check(status == 404 and json.loads(body)["error"]["code"] == "model_not_found", "an unknown model gets 404")
+    status, _, body = router.request("POST", "/v1/chat/completions", b"x" * 5000)
+    f.check(status == 413, "a body over --max-body-bytes gets 413")
+    status, _, _ = router.request("GET", "/v1/nothing")
+    f.check(status == 404, "an unknown path gets 404")
+    status, _, _ = router.request("GET", "/v1/chat/completions")
+    f.check(status == 405, "GET on a completion route gets 405")
+
+    # -- dry run: the decision as JSON, nothing proxied
+    before = slow.stats()["requests"]
+    status, _, body = router.request("POST", "/v1/completions", {"model": "m", "prompt": [1, 2, 3]},
+                                     {"x-kvrouter-dry-run": "1"})
+    decision = json.loads(body)
+    f.check(status == 200 and decision["worker"] == "slow" and decision["prompt_tokens"] == 3,
+            "x-kvrouter-dry-run answers with the decision")
+    f.check(slow.stats()["requests"] == before, "a dry run sends nothing to the worker")
+
+    # -- a client that disconnects mid-stream cancels the upstream request
+    cancelled_before = slow.stats()["cancelled"]
+    s = socket.create_connection(("127.0.0.1", router.port))
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              + f"Content-Length: {len(body_stream := json.dumps({'model': 'm', 'stream': True, 'messages': [{'role': 'user', 'content': 'x'}]}).encode())}\r\n\r\n".encode()
+              + body_stream)
+    s.recv(4096)  # headers and the first event
+    s.close()
+    deadline = time.time() + 3
+    while time.time() < deadline and slow.stats()["cancelled"] == cancelled_before:
+        time.sleep(0.05)
+    f.check(slow.stats()["cancelled"] > cancelled_before, "the worker sees the request cancelled when the client leaves")
+    f.check(router.metrics()["kvrouter_client_disconnects_total"] >= 1, "the disconnect is counted")
+
+    # -- a slow client does not hold a connection forever (--client-timeout-secs 2)
+    s = socket.create_connection(("127.0.0.1", router.port))
+    start = time.time()
+    closed = False
+    for byte in b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n":
+        try:
+            s.send(bytes([byte]))
+        except OSError:
+            closed = True
+            break
+        s.settimeout(0.5)
+        try:
+            if s.recv(1) == b"":
+                closed = True
+                break
+        except socket.timeout:
+            pass
+        if time.time() - start > 6:
+            break
+    f.check(closed and time.time() - start < 4, f"a client sending a byte at a time is cut off ({time.time() - start:.1f} s)")
+    s.close()
+
+    f.check(wait_for_zero_load(router, ["slow"]), "after successes, dry runs and disconnects the worker's load is 0")
+    f.check(router.stop() == 0, "kvrouter stops cleanly on SIGTERM")
+
+    # -- retries: a worker that refuses connections is skipped; the request still succeeds
+    good = start_worker("good")
+    dead_url = f"http://127.0.0.1:{free_port()}"
+    router = start_router([f"{dead_url},id=dead", f"{good.url},id=good"], "--router-mode", "round-robin")
+    statuses = [router.chat()[0] for _ in range(6)]
+    f.check(statuses == [200] * 6, f"every request succeeds although one worker refuses connections ({statuses})")
+    m = router.metrics()
+    f.check(m["kvrouter_retries_total"] >= 1 and m["kvrouter_worker_failures_total"] >= 1,
+            "the refused connection is retried on another worker and counted")
+    f.check(m['kvrouter_worker_healthy{set="m",model="m",worker="dead"}'] == 0, "the refusing worker is marked unhealthy")
+    f.check(wait_for_zero_load(router, ["dead", "good"]), "after retries every worker's load is 0")
+    router.stop()
+
+    # -- every worker down: 502 after bounded retries; a worker's own 500 is forwarded, not retried
+    router = start_router([f"http://127.0.0.1:{free_port()},id=a", f"http://127.0.0.1:{free_port()},id=b"],
+                          "--max-retries", "1")
+    status, _, body = router.chat()
+    f.check(status in (502, 503) and "error" in json.loads(body), f"with every worker down the answer is {status}")
+    router.stop()
+    failing = start_worker("failing", "--status", "500")
+    router = start_router([f"{failing.url},id=failing"])
+    status, _, body = router.chat()
+    f.check(status == 500 and failing.stats()["requests"] == 1, "a worker's 500 reaches the client as-is, once")
+    router.stop()
+
+    # -- approximate kv mode: the second identical token prompt goes where the first went
+    a, b = start_worker("a"), start_worker("b")
+    router = start_router([f"{a.url},id=a", f"{b.url},id=b"], "--no-kv-events", "--block-size", "16")
+    prompt = {"model": "m", "prompt": list(range(64)), "max_tokens": 1}
+    status, _, body = router.request("POST", "/v1/completions", prompt)
+    first = json.loads(body)["worker"]
+    status, _, body = router.request("POST", "/v1/completions", prompt, {"x-kvrouter-dry-run": "1"})
+    decision = json.loads(body)
+    f.check(decision["worker"] == first and decision["overlap_blocks"] == 4,
+            f"approximate mode predicts the cache of the worker it chose ({decision['worker']}, {decision['overlap_blocks']} blocks)")
+    router.stop()
+
+    # -- kv mode on real KV events: the worker whose engine published the prefix wins
+    import msgpack, struct, zmq  # noqa: E401
+    context = zmq.Context()
+    pub = context.socket(zmq.PUB)
+    kv_port = pub.bind_to_random_port("tcp://127.0.0.1")
+    router = start_router([f"{a.url},id=a", f"{b.url},id=b,kv=tcp://127.0.0.1:{kv_port}"], "--block-size", "16")
+    time.sleep(0.5)  # the router's SUB connects
+    tokens = list(range(1000, 1064))
+    stored = ["BlockStored", [11, 12, 13, 14], None, tokens, 16, None, "GPU"]
+    pub.send_multipart([b"", struct.pack(">Q", 0), msgpack.packb([time.time(), [stored], 0])])
+    decision = {}
+    deadline = time.time() + 3
+    while time.time() < deadline and decision.get("overlap_blocks") != 4:
+        status, _, body = router.request("POST", "/v1/completions", {"model": "m", "prompt": tokens + [7, 8, 9]},
+                                         {"x-kvrouter-dry-run": "1"})
+        decision = json.loads(body)
+        time.sleep(0.05)
+    f.check(decision.get("worker") == "b" and decision.get("overlap_blocks") == 4,
+            f"kv mode routes a prompt to the worker whose KV events cache it ({decision.get('worker')}, "
+            f"{decision.get('overlap_blocks')} blocks)")
+    status, _, body = router.request("POST", "/v1/completions", {"model": "m", "prompt": list(range(5000, 5064))},
+                                     {"x-kvrouter-dry-run": "1"})
+    f.check(json.loads(body)["overlap_blocks"] == 0, "a prompt nobody caches has no overlap")
+    router.stop()
+    pub.close(0)
+finally:
+    for r in routers:
+        if r.proc.poll() is None:
+            r.proc.kill()
+    for w in workers:
+        w.stop()
+f.exit()

@@ -1,0 +1,116 @@
+"""Starts kvrouter and fake workers on loopback for integration tests, and talks HTTP to them."""
+import http.client
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Worker:
+    def __init__(self, name, *flags):
+        self.name = name
+        self.dir = tempfile.mkdtemp()
+        port_file = os.path.join(self.dir, "port")
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_worker.py"), "--port-file", port_file,
+                                      "--name", name, *flags])
+        deadline = time.time() + 10
+        while not os.path.exists(port_file):
+            if time.time() > deadline:
+                raise RuntimeError(f"fake worker {name} did not start")
+            time.sleep(0.02)
+        self.port = int(open(port_file).read())
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stats(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        c.request("GET", "/stats")
+        return json.loads(c.getresponse().read())
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def free_port():
+    """A port nobody listens on (bound, then released)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Router:
+    def __init__(self, kvrouter, model, worker_specs, *flags):
+        args = [kvrouter, "--model", model, "--host", "127.0.0.1", "--port", "0", "--threads", "2"]
+        for spec in worker_specs:
+            args += ["--worker", spec]
+        args += list(flags)
+        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+        seen = ""
+        while True:  # warnings may come first
+            line = self.proc.stderr.readline()
+            seen += line
+            match = re.search(r"serving .* on http://[^:]+:(\d+)", line)
+            if match or not line:
+                break
+        if not match:
+            raise RuntimeError(f"kvrouter did not start: {seen}{self.proc.stderr.read()}")
+        self.port = int(match.group(1))
+
+    def request(self, method, path, body=None, headers=None, timeout=30):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        payload = json.dumps(body).encode() if isinstance(body, (dict, list)) else body
+        c.request(method, path, body=payload, headers=headers or {})
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, dict(r.getheaders()), data
+
+    def chat(self, model="m", stream=False, content="hi", headers=None):
+        return self.request("POST", "/v1/chat/completions",
+                            {"model": model, "stream": stream, "messages": [{"role": "user", "content": content}]},
+                            headers)
+
+    def metrics(self):
+        status, _, body = self.request("GET", "/metrics")
+        assert status == 200
+        values = {}
+        for line in body.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                values[name] = float(value)
+        return values
+
+    def worker_gauge(self, name, worker, model="m"):
+        return self.metrics()[f'{name}{{set="{model}",model="{model}",worker="{worker}"}}']
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise RuntimeError("kvrouter did not stop on SIGTERM")
+        return self.proc.returncode
+
+
+class Failures:
+    def __init__(self):
+        self.items = []
+
+    def check(self, condition, what):
+        print(("ok   " if condition else "FAIL ") + what)
+        if not condition:
+            self.items.append(what)
+
+    def exit(self):
+        if self.items:
+            sys.exit(f"{len(self.items)} check(s) failed")
+        print("all checks passed")
