@@ -26,6 +26,9 @@ packages=(
   clang-16 libclang-rt-16-dev     # libFuzzer for the KV-event decoder (tests/fuzz)
 )
 
+# Node.js comes with this machine image; a bare Debian gets Debian's.
+command -v npm >/dev/null || packages+=(nodejs npm)
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -35,6 +38,12 @@ if ((${#missing[@]})); then
   sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Node packages (package.json / package-lock.json): the OpenAI SDK for the client tests.
+if command -v npm >/dev/null && { [ ! -d "$repo/node_modules" ] || [ "$repo/package-lock.json" -nt "$repo/node_modules" ]; }; then
+  echo "setup: installing node packages"
+  (cd "$repo" && npm ci --no-audit --no-fund --silent && touch node_modules)
 fi
 
 [ "${KVR_SKIP_BUILD:-0}" = 1 ] && exit 0
