@@ -246,34 +246,25 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   // -- proxying ------------------------------------------------------------------------------
+  /// The client's request itself goes upstream (no copy): hop-by-hop fields go, the body and
+  /// every other field stay as the client sent them.
   void prepare_upstream_request() {
-    upstream_request_.method(http::verb::post);
-    upstream_request_.version(11);
-    for (const auto& field : request_) {
-      switch (field.name()) {
-        case http::field::connection:
-        case http::field::keep_alive:
-        case http::field::host:
-        case http::field::content_length:
-        case http::field::transfer_encoding:
-        case http::field::te:
-        case http::field::upgrade:
-        case http::field::proxy_authorization:
-          break;  // hop-by-hop, or set below
-        default:
-          upstream_request_.insert(field.name_string(), field.value());
-      }
-    }
-    upstream_request_.body() = std::move(request_.body());
-    upstream_request_.keep_alive(true);
-    upstream_request_.prepare_payload();
+    for (http::field hop : {http::field::connection, http::field::keep_alive, http::field::transfer_encoding,
+                            http::field::te, http::field::upgrade, http::field::proxy_authorization})
+      request_.erase(hop);
+    request_.erase(beast::string_view(dry_run_header));
+    client_target_ = std::string(request_.target());
+    request_.version(11);
+    request_.keep_alive(true);
+    request_.prepare_payload();
     upstream_prepared_ = true;
   }
 
   void connect_upstream(bool may_reuse) {
     const worker_target& worker = set_->workers[worker_];
-    upstream_request_.target(worker.base_path + std::string(request_.target()));
-    upstream_request_.set(http::field::host, worker.host + ":" + worker.port);
+    if (worker.base_path.empty()) request_.target(client_target_);
+    else request_.target(worker.base_path + client_target_);
+    request_.set(http::field::host, worker.host_header);
     upstream_ = may_reuse ? thread_.take_idle(worker.url) : nullptr;
     upstream_reused_ = upstream_ != nullptr;
     if (upstream_reused_) return write_upstream();
@@ -283,13 +274,15 @@ class session : public std::enable_shared_from_this<session> {
     upstream_->stream.expires_after(server_.settings.connect_timeout);
     upstream_->stream.async_connect(endpoints, [self = shared_from_this()](beast::error_code ec, const tcp::endpoint&) {
       if (ec) return self->worker_failed(fmt::format("cannot connect: {}", ec.message()));
+      beast::error_code ignored;
+      self->upstream_->stream.socket().set_option(tcp::no_delay(true), ignored);  // small SSE writes go out at once
       self->write_upstream();
     });
   }
 
   void write_upstream() {
     upstream_->stream.expires_after(server_.settings.upstream_timeout);
-    http::async_write(upstream_->stream, upstream_request_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+    http::async_write(upstream_->stream, request_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
       if (ec) return self->upstream_failed_before_answer(ec);
       self->read_upstream_header();
     });
@@ -357,16 +350,13 @@ class session : public std::enable_shared_from_this<session> {
     response.erase(http::field::keep_alive);
     if (!response.has_content_length() && !response.chunked() && !upstream_parser_->is_done()) response.chunked(true);
     response.keep_alive(keep_alive_);
-    answered_ = true;  // from here on, bytes go to the client: never retry
+    answered_ = true;  // the worker answered: from here on, never retry
     ++server_.counters.proxied;
     ++server_.counters.proxied_in_flight;
     status_class_ = response.result_int() / 100;
     serializer_.emplace(response);
-    client_.expires_after(server_.settings.client_timeout);
-    http::async_write_header(client_, *serializer_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      if (ec) return self->abort_stream(request_outcome::client_disconnected);
-      self->relay_body();
-    });
+    // The header goes out together with the first body bytes: one write instead of two.
+    relay_body();
   }
 
   void relay_body() {
@@ -379,15 +369,26 @@ class session : public std::enable_shared_from_this<session> {
     http::async_read_some(upstream_->stream, upstream_->buffer, *upstream_parser_,
                           [self = shared_from_this()](beast::error_code ec, std::size_t) {
                             if (ec == http::error::need_buffer) ec = {};
-                            if (ec) return self->abort_stream(self->client_gone_ ? request_outcome::client_disconnected
-                                                                                  : request_outcome::worker_error);
+                            if (ec) return self->upstream_broke(ec);
                             self->write_body(self->chunk_.size() - self->upstream_parser_->get().body().size);
                           });
   }
 
+  /// The worker's stream failed: before anything reached the client it is still a worker
+  /// failure with an error answer; after, the client's connection is cut.
+  void upstream_broke(beast::error_code ec) {
+    if (serializer_->is_header_done() || client_gone_)
+      return abort_stream(client_gone_ ? request_outcome::client_disconnected : request_outcome::worker_error);
+    --server_.counters.proxied_in_flight;
+    answered_ = false;
+    upstream_failed_before_answer(ec);
+  }
+
   /// Forwards what one read brought (coalescing nothing across reads), then reads on.
   void write_body(std::size_t bytes) {
-    if (bytes > 0 && !first_token_sent_) {
+    // First bytes of a longer answer: the worker's prefill is done. (An answer complete in
+    // one read needs no separate message: finishing releases the prefill too.)
+    if (bytes > 0 && !first_token_sent_ && !upstream_parser_->is_done()) {
       first_token_sent_ = true;
       caf::anon_send(set_->scorer, first_token_atom_v, request_id_);
     }
@@ -476,7 +477,6 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void next_request() {
-    upstream_request_ = {};
     upstream_prepared_ = false;
     upstream_parser_.reset();
     serializer_.reset();
@@ -510,7 +510,7 @@ class session : public std::enable_shared_from_this<session> {
   std::uint32_t attempts_ = 0;
   std::uint32_t worker_ = 0;
 
-  http::request<http::string_body> upstream_request_;
+  std::string client_target_;
   std::unique_ptr<upstream_connection> upstream_;
   bool upstream_reused_ = false;
   bool stale_retry_done_ = false;

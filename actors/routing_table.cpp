@@ -3,7 +3,7 @@
 namespace kvr {
 
 worker_target make_worker_target(std::string name, const std::string& url) {
-  worker_target target{std::move(name), url, {}, {}, {}};
+  worker_target target{std::move(name), url, {}, {}, {}, {}};
   std::string_view rest(url);
   std::string default_port = "80";
   if (rest.starts_with("http://")) {
@@ -23,6 +23,7 @@ worker_target make_worker_target(std::string name, const std::string& url) {
     target.host = std::string(authority);
     target.port = default_port;
   }
+  target.host_header = target.host + ":" + target.port;
   return target;
 }
 

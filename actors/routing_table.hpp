@@ -20,6 +20,7 @@ struct worker_target {
   std::string host;
   std::string port;
   std::string base_path;  ///< "" or e.g. "/engine-a"
+  std::string host_header;  ///< "host:port", sent as Host
 };
 
 /// Splits `http://host:port/prefix` into a target; nullopt-like empty host on a bad URL.

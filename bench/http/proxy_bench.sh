@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# kvrouter vs HAProxy 2.6 in front of the same fast backend (nginx answering a fixed chat
+# completion), side by side in one run: wrk posts a chat body; each proxy runs one I/O thread;
+# CPU per request is read from /proc/PID/stat (user + system, all threads).
+#
+#   bench/http/proxy_bench.sh [SECONDS per run, default 10] [CONNECTIONS, default 32] [ROUNDS, default 3]
+#                             [LIGHT_CONNECTIONS, default 6: the latency phase]
+#
+# Needs wrk, haproxy and nginx-light (Debian); installs them if missing. Not part of the tests.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+seconds=${1:-10}
+connections=${2:-32}
+rounds=${3:-3}
+light_connections=${4:-6}
+kvrouter=${KVROUTER:-$repo/build/kvrouter}
+for tool in wrk haproxy nginx; do
+  command -v $tool >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk haproxy nginx-light >/dev/null
+done
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+backend_port=18901 haproxy_port=18902 router_port=18903
+cat > "$work/nginx.conf" <<NGINX
+worker_processes 1;
+daemon off;
+error_log $work/nginx.err;
+pid $work/nginx.pid;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  keepalive_requests 1000000;
+  server {
+    listen 127.0.0.1:$backend_port;
+    location / {
+      default_type application/json;
+      return 200 '{"id":"cmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":1,"total_tokens":13}}';
+    }
+  }
+}
+NGINX
+nginx -c "$work/nginx.conf" -p "$work" &
+pids+=($!)
+
+cat > "$work/haproxy.cfg" <<HAPROXY
+global
+  nbthread 1
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 600s
+  http-reuse always
+frontend in
+  bind 127.0.0.1:$haproxy_port
+  default_backend workers
+backend workers
+  balance roundrobin
+  server w0 127.0.0.1:$backend_port
+HAPROXY
+haproxy -f "$work/haproxy.cfg" -db >"$work/haproxy.log" 2>&1 &
+pids+=($!)
+haproxy_pid=$!
+
+"$kvrouter" --model m --host 127.0.0.1 --port $router_port --threads 1 --actor-threads 1 \
+  --worker http://127.0.0.1:$backend_port --router-mode round-robin 2>"$work/kvrouter.err" &
+pids+=($!)
+router_pid=$!
+sleep 1
+
+cat > "$work/post.lua" <<'LUA'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"model":"m","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write a haiku about caches."}],"max_tokens":32}'
+LUA
+
+ticks=$(getconf CLK_TCK)
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# run NAME PORT PID CONNECTIONS -> "rps p50_ms p99_ms cpu_us_per_req"
+run() {
+  local port=$2 pid=$3 c=$4 before after out
+  before=$([ "$pid" = - ] && echo 0 || cpu "$pid")
+  out=$(wrk -t1 -c"$c" -d"${seconds}s" --latency -s "$work/post.lua" "http://127.0.0.1:$port/v1/chat/completions")
+  after=$([ "$pid" = - ] && echo 0 || cpu "$pid")
+  local rps p50 p99 requests non2xx
+  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+  requests=$(awk '/requests in/ {print $1}' <<<"$out")
+  non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
+  [ -n "$non2xx" ] && { echo "$1: $non2xx non-2xx answers" >&2; exit 1; }
+  p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
+  p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
+  to_ms() { awk -v v="$1" 'BEGIN { if (v ~ /us$/) {sub(/us/,"",v); print v/1000} else if (v ~ /ms$/) {sub(/ms/,"",v); print v} else {sub(/s/,"",v); print v*1000} }'; }
+  echo "$rps $(to_ms "$p50") $(to_ms "$p99") $(awk -v d="$((after - before))" -v t="$ticks" -v n="$requests" 'BEGIN {printf "%.1f", d / t * 1e6 / n}')"
+}
+
+median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+declare -A results
+for round in $(seq "$rounds"); do
+  results[direct]+="$(run direct $backend_port - "$connections")"$'\n'
+  results[haproxy]+="$(run haproxy $haproxy_port $haproxy_pid "$connections")"$'\n'
+  results[kvrouter]+="$(run kvrouter $router_port $router_pid "$connections")"$'\n'
+done
+echo "## Peak: wrk -t1 -c$connections -d${seconds}s, $rounds rounds, medians"
+echo
+echo "| target | requests/s | p50 ms | p99 ms | proxy CPU-us per request |"
+echo "|---|---|---|---|---|"
+for name in direct haproxy kvrouter; do
+  col() { printf '%s' "${results[$name]}" | awk -v c="$1" 'NF {print $c}' | median; }
+  echo "| $name | $(col 1) | $(col 2) | $(col 3) | $([ $name = direct ] && echo - || col 4) |"
+done
+kv_cpu=$(printf '%s' "${results[kvrouter]}" | awk 'NF {print $4}' | median)
+ha_cpu=$(printf '%s' "${results[haproxy]}" | awk 'NF {print $4}' | median)
+echo
+echo "kvrouter / HAProxy CPU per request: $(awk -v a="$kv_cpu" -v b="$ha_cpu" 'BEGIN {printf "%.2f", a / b}')"
+
+# Added latency at lighter load (closed loop, LIGHT_CONNECTIONS connections), medians of the rounds.
+declare -A light
+for round in $(seq "$rounds"); do
+  light[direct]+="$(run direct $backend_port - "$light_connections")"$'\n'
+  light[haproxy]+="$(run haproxy $haproxy_port $haproxy_pid "$light_connections")"$'\n'
+  light[kvrouter]+="$(run kvrouter $router_port $router_pid "$light_connections")"$'\n'
+done
+echo
+echo "## Lighter load: wrk -t1 -c$light_connections -d${seconds}s, $rounds rounds, medians"
+echo
+echo "| target | requests/s | p50 ms | p99 ms | added p99 ms vs direct |"
+echo "|---|---|---|---|---|"
+direct_p99=$(printf '%s' "${light[direct]}" | awk 'NF {print $3}' | median)
+for name in direct haproxy kvrouter; do
+  col() { printf '%s' "${light[$name]}" | awk -v c="$1" 'NF {print $c}' | median; }
+  p99=$(col 3)
+  echo "| $name | $(col 1) | $(col 2) | $p99 | $(awk -v a="$p99" -v b="$direct_p99" 'BEGIN {printf "%.3f", a - b}') |"
+done
