@@ -3,6 +3,7 @@
 #include <array>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <xxhash.h>
@@ -43,6 +44,18 @@ std::expected<std::string, wire_error> read_optional_str(mp_ref ref, std::string
   if (ref.is_nil()) return std::string{};
   if (!ref.is_str()) return fail(fmt::format("{}: expected a string or nil", field));
   return std::string(ref.str());
+}
+
+/// Reads an optional field into `out`: nil leaves it empty.
+template <class T>
+std::expected<void, wire_error> read_into(T& out, mp_ref value, std::string_view field) {
+  auto read = [&] {
+    if constexpr (std::is_same_v<T, std::string>) return read_optional_str(value, field);
+    else return read_optional_int(value, field);
+  }();
+  if (!read) return std::unexpected(read.error());
+  out = std::move(*read);
+  return {};
 }
 
 std::expected<void, wire_error> read_hashes(mp_ref ref, std::string_view field, std::vector<std::uint64_t>& out) {
@@ -170,47 +183,18 @@ std::expected<void, wire_error> read_stored_field(stored_field field, mp_ref val
       event.block_size = static_cast<std::uint32_t>(*size);
       return {};
     }
-    case stored_field::lora_id: {
-      auto id = read_optional_int(value, "lora_id");
-      if (!id) return std::unexpected(id.error());
-      event.lora_id = *id;
-      return {};
-    }
-    case stored_field::medium: {
-      auto medium = read_optional_str(value, "medium");
-      if (!medium) return std::unexpected(medium.error());
-      event.medium = std::move(*medium);
-      return {};
-    }
+    case stored_field::lora_id: return read_into(event.lora_id, value, "lora_id");
+    case stored_field::medium: return read_into(event.medium, value, "medium");
     case stored_field::lora_name:
       if (value.is_map()) {  // SGLang: a metadata map in this position
         if (auto salt = value.find("cache_salt"); salt && salt->is_str()) event.cache_salt = std::string(salt->str());
         return {};
-      } else {
-        auto name = read_optional_str(value, "lora_name");
-        if (!name) return std::unexpected(name.error());
-        event.lora_name = std::move(*name);
-        return {};
       }
+      return read_into(event.lora_name, value, "lora_name");
     case stored_field::extra_keys: deferred_extra_keys = value; return {};
-    case stored_field::group_idx: {
-      auto group = read_optional_int(value, "group_idx");
-      if (!group) return std::unexpected(group.error());
-      event.group_idx = *group;
-      return {};
-    }
-    case stored_field::kv_cache_spec_kind: {
-      auto spec = read_optional_str(value, "kv_cache_spec_kind");
-      if (!spec) return std::unexpected(spec.error());
-      event.kv_cache_spec_kind = std::move(*spec);
-      return {};
-    }
-    case stored_field::sliding_window: {
-      auto window = read_optional_int(value, "kv_cache_spec_sliding_window");
-      if (!window) return std::unexpected(window.error());
-      event.sliding_window = *window;
-      return {};
-    }
+    case stored_field::group_idx: return read_into(event.group_idx, value, "group_idx");
+    case stored_field::kv_cache_spec_kind: return read_into(event.kv_cache_spec_kind, value, "kv_cache_spec_kind");
+    case stored_field::sliding_window: return read_into(event.sliding_window, value, "kv_cache_spec_sliding_window");
     case stored_field::unknown: return {};
   }
   return {};
@@ -268,16 +252,10 @@ std::expected<kv_event, wire_error> read_removed(mp_ref hashes, std::optional<mp
   kv_removed event;
   if (auto read = read_hashes(hashes, "BlockRemoved.block_hashes", event.block_hashes); !read)
     return std::unexpected(read.error());
-  if (medium) {
-    auto tier = read_optional_str(*medium, "BlockRemoved.medium");
-    if (!tier) return std::unexpected(tier.error());
-    event.medium = std::move(*tier);
-  }
-  if (group) {
-    auto index = read_optional_int(*group, "BlockRemoved.group_idx");
-    if (!index) return std::unexpected(index.error());
-    event.group_idx = *index;
-  }
+  if (medium)
+    if (auto read = read_into(event.medium, *medium, "BlockRemoved.medium"); !read) return std::unexpected(read.error());
+  if (group)
+    if (auto read = read_into(event.group_idx, *group, "BlockRemoved.group_idx"); !read) return std::unexpected(read.error());
   return event;
 }
 

@@ -8,25 +8,15 @@ Usage: kv_index_bind_mode.py PATH/TO/kvrouter
 """
 import json
 import os
-import socket
-import struct
 import subprocess
 import sys
 import time
 
-import msgpack
 import zmq
 
 sys.path.insert(0, os.path.dirname(__file__))
 from kv_publisher import Engine  # noqa: E402
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+from router_harness import free_port  # noqa: E402
 
 
 def main():
