@@ -153,6 +153,7 @@ class session : public std::enable_shared_from_this<session> {
     if (path == "/health") return send(http::status::ok, R"({"status":"ok"})", "application/json");
     if (path == "/ready") return handle_ready();
     if (path == "/v1/models") return handle_models();
+    if (path == "/v1/router/sets") return send(http::status::ok, server_.current_table()->sets_json, "application/json");
     if (path == "/metrics") return send(http::status::ok, server_.metrics_text(), "text/plain; version=0.0.4");
     return send_error({api_errc::not_found, fmt::format("no route for {}", path), {}});
   }

@@ -40,6 +40,7 @@ struct worker_set_route {
 
 struct routing_table {
   std::vector<worker_set_route> sets;
+  std::string sets_json = R"({"sets":[]})";  ///< `GET /v1/router/sets`: what `kvrouter explain` prints
 
   [[nodiscard]] const worker_set_route* find(std::string_view model) const {
     for (const worker_set_route& set : sets)

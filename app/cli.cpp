@@ -49,6 +49,10 @@ std::optional<std::expected<void, std::string>> parse_serve_flag(serve_options& 
     serve.host = value;
     return std::expected<void, std::string>{};
   }
+  if (flag == "--config") {
+    serve.config_path = value;
+    return std::expected<void, std::string>{};
+  }
   if (flag == "--kv-bind") {
     serve.kv_bind = value;
     return std::expected<void, std::string>{};
@@ -81,16 +85,11 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
       continue;
     }
     // Presets and switches first; they are applied in command-line order with the knobs.
-    if (arg == "--load-aware") {
-      parsed.router = load_aware_preset(parsed.router);
-      continue;
-    }
-    if (arg == "--no-kv-events") {
-      parsed.router.use_kv_events = false;
-      continue;
-    }
-    if (arg == "--no-track-active-blocks") {
-      parsed.router.track_active_blocks = false;
+    if (arg == "--load-aware" || arg == "--no-kv-events" || arg == "--no-track-active-blocks") {
+      if (arg == "--load-aware") parsed.router = load_aware_preset(parsed.router);
+      else if (arg == "--no-kv-events") parsed.router.use_kv_events = false;
+      else parsed.router.track_active_blocks = false;
+      parsed.router_flags_given = true;
       continue;
     }
     std::string_view flag = arg;
@@ -111,6 +110,7 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
     if (knob.empty()) return std::unexpected(fmt::format("unknown option {} (see --help)", flag));
     if (auto set = set_knob(parsed.router, knob, value); !set)
       return std::unexpected(fmt::format("{}: {}", flag, set.error().message));
+    parsed.router_flags_given = true;
   }
   if (auto valid = validate(parsed.router); !valid) return std::unexpected(valid.error().message);
   return parsed;
@@ -122,6 +122,8 @@ std::string usage() {
       "\n"
       "Usage: kvrouter --model NAME --worker URL[,kv=tcp://HOST:PORT][,replay=tcp://HOST:PORT][,dp=N][,id=NAME] ...\n"
       "                [--port 8080] [router options]      serve one worker set (OpenAI API on --port)\n"
+      "       kvrouter --config FILE [options]            serve the worker sets of a config file\n"
+      "       kvrouter explain --config FILE              print each set's effective config and what it turns on\n"
       "       kvrouter describe [router options]          print the effective config and what it turns on\n"
       "       kvrouter kv-dump | kv-index ...             KV-event tools (see their --help)\n"
       "\n"
@@ -138,7 +140,9 @@ std::string usage() {
   text +=
       "\n"
       "Serving options:\n"
-      "  --model NAME                      the model name clients send (required to serve)\n"
+      "  --config FILE                     worker sets (model deployment cards) and the global router config;\n"
+      "                                    see docs/configuration.md (router options then go in its \"router\" object)\n"
+      "  --model NAME                      the model name clients send (serving without --config)\n"
       "  --worker SPEC                     a worker: URL[,kv=ENDPOINT][,replay=ENDPOINT][,dp=N][,id=NAME][,topic=T];\n"
       "                                    repeat for each worker (kv= is the engine's KV-event publisher)\n"
       "  --host ADDRESS                    listen address (default 0.0.0.0)\n"

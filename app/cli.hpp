@@ -26,11 +26,13 @@ struct serve_options {
   std::uint32_t upstream_timeout_secs = 600;
   std::uint32_t unhealthy_backoff_ms = 5000;
   std::string kv_bind;               ///< bind one SUB here instead of connecting to kv= endpoints
+  std::string config_path;           ///< --config: worker sets from a file instead of --model/--worker
 };
 
 struct options {
   std::string command;            ///< first positional argument ("" = none)
   router_config router;           ///< global router config from flags over defaults
+  bool router_flags_given = false;
   serve_options serve;
   bool help = false;
 };

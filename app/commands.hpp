@@ -8,8 +8,10 @@ namespace kvr::cli {
 
 struct options;
 
-/// `kvrouter --model M --worker ...`: serve one worker set until SIGINT / SIGTERM.
+/// `kvrouter --model M --worker ...` or `kvrouter --config FILE`: serve until SIGINT / SIGTERM.
 int run_serve(const options& options);
+/// `kvrouter explain --config FILE`: each worker set's effective config and gate, as JSON.
+int run_explain(const options& options);
 
 /// `kvrouter kv-dump`: print decoded KV-event batches as JSON lines.
 int run_kv_dump(const std::vector<std::string>& args);

@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
     std::cerr << "kvrouter: " << options.error() << "\n";
     return 2;
   }
-  if (options->help || (options->command.empty() && options->serve.workers.empty())) {
+  if (options->command == "explain") return kvr::cli::run_explain(*options);
+  if (options->help || (options->command.empty() && options->serve.workers.empty() && options->serve.config_path.empty())) {
     std::cout << kvr::cli::usage();
     return 0;
   }

@@ -1,14 +1,18 @@
-/// `kvrouter --model NAME --worker SPEC ... --port P`: one worker set from the command line.
-/// Builds the set's pipeline as the gate says (docs/configuration.md): the scorer always; the
-/// hasher pool only where prefix overlap is scored; the KV subscriber only where KV events are
-/// used; then serves the OpenAI API until SIGINT or SIGTERM.
+/// Serving: `kvrouter --model NAME --worker SPEC ...` (one worker set from the command line) or
+/// `kvrouter --config FILE` (the sets of a config file). Each set's pipeline follows its
+/// effective config (docs/configuration.md, the gate): the scorer always; the hasher pool only
+/// where prefix overlap is scored; the KV subscriber only where KV events are used too.
 
 #include <csignal>
+#include <fstream>
 #include <iostream>
+#include <list>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "actors/http_ingress.hpp"
 #include "actors/kv_subscriber.hpp"
@@ -16,25 +20,113 @@
 #include "actors/scorer.hpp"
 #include "app/cli.hpp"
 #include "app/commands.hpp"
-#include "core/worker_spec.hpp"
+#include "core/router_file.hpp"
 
 namespace kvr::cli {
+namespace {
+
+int fail(const std::string& message) {
+  std::cerr << "kvrouter: " << message << "\n";
+  return 2;
+}
+
+/// The worker sets to serve: from --config, or one set from --model / --worker.
+std::expected<router_file, std::string> load_sets(const options& options) {
+  const serve_options& serve = options.serve;
+  if (!serve.config_path.empty()) {
+    if (options.router_flags_given || !serve.model.empty() || !serve.workers.empty())
+      return std::unexpected("with --config, models, workers and router options come from the file");
+    std::ifstream in(serve.config_path);
+    if (!in) return std::unexpected(fmt::format("cannot read {}", serve.config_path));
+    std::stringstream text;
+    text << in.rdbuf();
+    auto file = parse_router_file(text.str());
+    if (!file) return std::unexpected(fmt::format("{}: {}", serve.config_path, file.error().message));
+    return *file;
+  }
+  if (serve.model.empty()) return std::unexpected("--model is required to serve (the name clients put in \"model\")");
+  if (serve.workers.empty()) return std::unexpected("at least one --worker is required to serve");
+  router_file file;
+  file.router = options.router;
+  worker_set_card card{.name = serve.model, .model = serve.model, .block_size = options.router.block_size};
+  for (std::size_t i = 0; i < serve.workers.size(); ++i) {
+    auto spec = parse_worker_spec(serve.workers[i]);
+    if (!spec) return std::unexpected(spec.error().message);
+    if (spec->id.empty()) spec->id = worker_name(*spec, i);
+    card.workers.push_back(std::move(*spec));
+  }
+  file.sets.push_back(std::move(card));
+  return file;
+}
+
+/// One running worker set: its route (actors and workers) and its KV subscriber, if any.
+struct running_set {
+  worker_set_route route;
+  std::optional<kv_subscriber> subscriber;
+};
+
+std::expected<void, std::string> start_set(caf::actor_system& system, const router_file& file,
+                                           const worker_set_card& card, const serve_options& serve, running_set& out) {
+  const router_config config = effective_config(file, card);
+  worker_set_route& set = out.route;
+  set.name = card.name;
+  set.model = card.model;
+  set.config = config;
+  for (const worker_spec& w : card.workers) {
+    set.workers.push_back(make_worker_target(w.id, w.url));
+    if (set.workers.back().host.empty())
+      return std::unexpected(fmt::format("worker set {}: worker {}: only http:// worker URLs are supported", card.name, w.url));
+  }
+  scorer_settings scorer_config;
+  scorer_config.config = config;
+  for (const worker_target& w : set.workers) scorer_config.worker_names.push_back(w.name);
+  scorer_config.unhealthy_backoff = std::chrono::milliseconds(serve.unhealthy_backoff_ms);
+  std::vector<kv_publisher> publishers;
+  if (should_subscribe_to_kv_events(config)) {
+    for (const publisher_spec& p : expand_publishers(card.workers)) {
+      if (p.endpoint.empty() && serve.kv_bind.empty()) continue;  // this worker publishes no events
+      publishers.push_back({.worker = static_cast<worker_id>(publishers.size()), .name = p.name, .endpoint = p.endpoint,
+                            .replay_endpoint = p.replay_endpoint, .topic = p.topic});
+      scorer_config.publisher_worker.push_back(p.worker);
+      scorer_config.publisher_names.push_back(p.name);
+    }
+    if (publishers.empty())
+      std::cerr << "kvrouter: warning: worker set " << card.name
+                << " scores KV events, but no worker has a kv= endpoint; overlap stays 0 "
+                   "(add kv=, or use --no-kv-events for approximate mode)\n";
+  }
+  set.snapshot = scorer_config.snapshot;
+  set.scorer = spawn_scorer(system, scorer_config);
+  if (uses_prefix_overlap(config))
+    for (std::size_t i = 0; i < std::max<std::size_t>(serve.hashers, 1); ++i)
+      set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, true));
+  if (!publishers.empty()) {
+    kv_subscriber_settings kv_settings;
+    kv_settings.publishers = publishers;
+    kv_settings.bind_endpoint = serve.kv_bind;
+    try {
+      out.subscriber.emplace(kv_settings, [scorer = set.scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); });
+    } catch (const std::exception& e) {
+      return std::unexpected(fmt::format("worker set {}: {}", card.name, e.what()));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+int run_explain(const options& options) {
+  if (options.serve.config_path.empty()) return fail("explain needs --config FILE");
+  auto file = load_sets(options);
+  if (!file) return fail(file.error());
+  std::cout << explain(*file).dump(2) << "\n";
+  return 0;
+}
 
 int run_serve(const options& options) {
   const serve_options& serve = options.serve;
-  auto fail = [](const std::string& message) {
-    std::cerr << "kvrouter: " << message << "\n";
-    return 2;
-  };
-  if (serve.model.empty()) return fail("--model is required to serve (the name clients put in \"model\")");
-  if (serve.workers.empty()) return fail("at least one --worker is required to serve");
-  std::vector<worker_spec> specs;
-  for (const std::string& text : serve.workers) {
-    auto spec = parse_worker_spec(text);
-    if (!spec) return fail(spec.error().message);
-    specs.push_back(std::move(*spec));
-  }
-  const router_config& config = options.router;
+  auto file = load_sets(options);
+  if (!file) return fail(file.error());
 
   // Signals go to one thread that stops the server; every other thread blocks them.
   sigset_t signals;
@@ -47,49 +139,13 @@ int run_serve(const options& options) {
   configure_actor_system(caf_config, serve.actor_threads);
   caf::actor_system system{caf_config};
 
-  worker_set_route set;
-  set.name = serve.model;
-  set.model = serve.model;
-  set.config = config;
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    set.workers.push_back(make_worker_target(worker_name(specs[i], i), specs[i].url));
-    if (set.workers.back().host.empty())
-      return fail(fmt::format("worker {}: only http:// worker URLs are supported", specs[i].url));
-  }
-
-  scorer_settings scorer_config;
-  scorer_config.config = config;
-  for (const worker_target& w : set.workers) scorer_config.worker_names.push_back(w.name);
-  scorer_config.unhealthy_backoff = std::chrono::milliseconds(serve.unhealthy_backoff_ms);
-  std::vector<kv_publisher> publishers;
-  if (should_subscribe_to_kv_events(config)) {
-    for (const publisher_spec& p : expand_publishers(specs)) {
-      if (p.endpoint.empty() && serve.kv_bind.empty()) continue;  // this worker publishes no events
-      publishers.push_back({.worker = static_cast<worker_id>(publishers.size()), .name = p.name, .endpoint = p.endpoint,
-                            .replay_endpoint = p.replay_endpoint, .topic = p.topic});
-      scorer_config.publisher_worker.push_back(p.worker);
-      scorer_config.publisher_names.push_back(p.name);
-    }
-    if (publishers.empty())
-      std::cerr << "kvrouter: warning: kv mode with KV events, but no worker has a kv= endpoint; "
-                   "overlap stays 0 (add kv=, or use --no-kv-events for approximate mode)\n";
-  }
-  set.snapshot = scorer_config.snapshot;
-  set.scorer = spawn_scorer(system, scorer_config);
-  if (uses_prefix_overlap(config))
-    for (std::size_t i = 0; i < std::max<std::size_t>(serve.hashers, 1); ++i)
-      set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, true));
-
-  std::optional<kv_subscriber> subscriber;
-  try {
-    if (!publishers.empty()) {
-      kv_subscriber_settings kv_settings;
-      kv_settings.publishers = publishers;
-      kv_settings.bind_endpoint = serve.kv_bind;
-      subscriber.emplace(kv_settings, [scorer = set.scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); });
-    }
-  } catch (const std::exception& e) {
-    return fail(e.what());
+  std::list<running_set> sets;  // stable addresses: subscribers run threads
+  auto table = std::make_shared<routing_table>();
+  table->sets_json = explain(*file).dump();
+  for (const worker_set_card& card : file->sets) {
+    running_set& running = sets.emplace_back();
+    if (auto started = start_set(system, *file, card, serve, running); !started) return fail(started.error());
+    table->sets.push_back(running.route);
   }
 
   ingress_settings http;
@@ -106,14 +162,15 @@ int run_serve(const options& options) {
   } catch (const std::exception& e) {
     return fail(e.what());
   }
-  auto table = std::make_shared<routing_table>();
-  table->sets.push_back(set);
   ingress->set_routing_table(table);
 
-  std::cerr << fmt::format("kvrouter: serving model {} with {} worker(s) on http://{}:{} (router_mode {}{}{})\n",
-                           serve.model, set.workers.size(), serve.host, ingress->port(), to_string(config.mode),
-                           uses_prefix_overlap(config) ? ", prefix overlap on" : "",
-                           subscriber ? fmt::format(", {} KV-event publisher(s)", publishers.size()) : std::string{});
+  for (const running_set& s : sets)
+    std::cerr << fmt::format("kvrouter: worker set {}: model {}, {} worker(s), router_mode {}{}{}\n", s.route.name,
+                             s.route.model, s.route.workers.size(), to_string(s.route.config.mode),
+                             uses_prefix_overlap(s.route.config) ? ", prefix overlap on" : "",
+                             s.subscriber ? ", KV events subscribed" : "");
+  const std::string models = sets.size() == 1 ? sets.front().route.model : fmt::format("{} models", sets.size());
+  std::cerr << fmt::format("kvrouter: serving {} on http://{}:{}\n", models, serve.host, ingress->port());
 
   std::thread signal_waiter([&] {
     int received = 0;
@@ -125,9 +182,11 @@ int run_serve(const options& options) {
     pthread_kill(signal_waiter.native_handle(), SIGTERM);  // harmless if it already returned
     signal_waiter.join();
   }
-  if (subscriber) subscriber->stop();
-  caf::anon_send_exit(set.scorer, caf::exit_reason::user_shutdown);
-  for (const auto& h : set.hashers) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+  for (running_set& s : sets) {
+    if (s.subscriber) s.subscriber->stop();
+    caf::anon_send_exit(s.route.scorer, caf::exit_reason::user_shutdown);
+    for (const auto& h : s.route.hashers) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+  }
   std::cerr << "kvrouter: stopped\n";
   return 0;
 }

@@ -48,7 +48,9 @@ def free_port():
 
 class Router:
     def __init__(self, kvrouter, model, worker_specs, *flags):
-        args = [kvrouter, "--model", model, "--host", "127.0.0.1", "--port", "0", "--threads", "2"]
+        args = [kvrouter, "--host", "127.0.0.1", "--port", "0", "--threads", "2"]
+        if model:
+            args += ["--model", model]
         for spec in worker_specs:
             args += ["--worker", spec]
         args += list(flags)
