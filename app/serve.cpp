@@ -3,15 +3,18 @@
 /// effective config (docs/configuration.md, the gate): the scorer always; the hasher pool only
 /// where prefix overlap is scored; the KV subscriber only where KV events are used too.
 
+#include <atomic>
 #include <csignal>
+#include <filesystem>
+#include <map>
 #include <fstream>
 #include <iostream>
-#include <list>
 #include <optional>
 #include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "actors/http_ingress.hpp"
@@ -113,6 +116,98 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
   return {};
 }
 
+/// The running worker sets, kept in step with the config: starts what a new config adds or
+/// changes, stops what it removes or changes, keeps the rest untouched. Retired sets stop
+/// their KV subscriber at once; their actors live 10 s more, so that routing decisions already
+/// asked of them are answered (in-flight proxying does not need them).
+class set_registry {
+ public:
+  set_registry(caf::actor_system& system, const serve_options& serve) : system_(system), serve_(serve) {}
+  ~set_registry() {
+    for (auto& [name, set] : running_) retire(set);
+    for (auto& r : graveyard_) kill(*r.set);
+  }
+
+  /// Applies `next`; on failure nothing changes. Returns the table to install.
+  std::expected<std::shared_ptr<routing_table>, std::string> apply(const router_file& next, reload_plan& plan) {
+    if (running_.empty()) {
+      plan = {};
+      for (const worker_set_card& card : next.sets) plan.start.push_back(card.name);
+    } else {
+      plan = plan_reload(current_, next);
+    }
+    std::map<std::string, std::shared_ptr<running_set>> started;
+    for (const std::string& name : plan.start) {
+      const auto card = std::find_if(next.sets.begin(), next.sets.end(), [&](const auto& c) { return c.name == name; });
+      auto set = std::make_shared<running_set>();
+      if (auto ok = start_set(system_, next, *card, serve_, *set); !ok) {
+        for (auto& [_, s] : started) kill(*s);
+        kill(*set);
+        return std::unexpected(ok.error());
+      }
+      started[name] = std::move(set);
+    }
+    for (const std::string& name : plan.stop) {
+      retire(running_.at(name));
+      running_.erase(name);
+    }
+    for (auto& [name, set] : started) running_[name] = std::move(set);
+    current_ = next;
+    auto table = std::make_shared<routing_table>();
+    table->sets_json = explain(next).dump();
+    for (const worker_set_card& card : next.sets) table->sets.push_back(running_.at(card.name)->route);
+    return table;
+  }
+
+  /// Ends retired sets whose grace period is over.
+  void reap() {
+    const auto now = std::chrono::steady_clock::now();
+    std::erase_if(graveyard_, [&](retired& r) {
+      if (now - r.at < std::chrono::seconds(10)) return false;
+      kill(*r.set);
+      return true;
+    });
+  }
+
+  [[nodiscard]] const std::map<std::string, std::shared_ptr<running_set>>& running() const { return running_; }
+
+ private:
+  struct retired {
+    std::shared_ptr<running_set> set;
+    std::chrono::steady_clock::time_point at;
+  };
+
+  void retire(const std::shared_ptr<running_set>& set) {
+    if (set->subscriber) set->subscriber->stop();
+    graveyard_.push_back({set, std::chrono::steady_clock::now()});
+  }
+  static void kill(running_set& set) {
+    if (set.subscriber) set.subscriber->stop();
+    if (set.route.scorer) caf::anon_send_exit(set.route.scorer, caf::exit_reason::user_shutdown);
+    for (const auto& h : set.route.hashers) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+  }
+
+  caf::actor_system& system_;
+  const serve_options& serve_;
+  router_file current_;
+  std::map<std::string, std::shared_ptr<running_set>> running_;
+  std::vector<retired> graveyard_;
+};
+
+/// The config file's identity for change detection: modification time and size.
+std::optional<std::pair<std::int64_t, std::uintmax_t>> file_stamp(const std::string& path) {
+  std::error_code ec;
+  const auto time = std::filesystem::last_write_time(path, ec);
+  if (ec) return std::nullopt;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return std::nullopt;
+  return std::pair{static_cast<std::int64_t>(time.time_since_epoch().count()), size};
+}
+
+std::string names(const std::vector<std::string>& list) {
+  return list.empty() ? "-" : fmt::format("{}", fmt::join(list, ", "));
+}
+
 }  // namespace
 
 int run_explain(const options& options) {
@@ -139,14 +234,10 @@ int run_serve(const options& options) {
   configure_actor_system(caf_config, serve.actor_threads);
   caf::actor_system system{caf_config};
 
-  std::list<running_set> sets;  // stable addresses: subscribers run threads
-  auto table = std::make_shared<routing_table>();
-  table->sets_json = explain(*file).dump();
-  for (const worker_set_card& card : file->sets) {
-    running_set& running = sets.emplace_back();
-    if (auto started = start_set(system, *file, card, serve, running); !started) return fail(started.error());
-    table->sets.push_back(running.route);
-  }
+  set_registry registry(system, serve);
+  reload_plan plan;
+  auto table = registry.apply(*file, plan);
+  if (!table) return fail(table.error());
 
   ingress_settings http;
   http.host = serve.host;
@@ -162,15 +253,45 @@ int run_serve(const options& options) {
   } catch (const std::exception& e) {
     return fail(e.what());
   }
-  ingress->set_routing_table(table);
+  ingress->set_routing_table(*table);
 
-  for (const running_set& s : sets)
-    std::cerr << fmt::format("kvrouter: worker set {}: model {}, {} worker(s), router_mode {}{}{}\n", s.route.name,
-                             s.route.model, s.route.workers.size(), to_string(s.route.config.mode),
-                             uses_prefix_overlap(s.route.config) ? ", prefix overlap on" : "",
-                             s.subscriber ? ", KV events subscribed" : "");
-  const std::string models = sets.size() == 1 ? sets.front().route.model : fmt::format("{} models", sets.size());
+  for (const auto& [name, s] : registry.running())
+    std::cerr << fmt::format("kvrouter: worker set {}: model {}, {} worker(s), router_mode {}{}{}\n", name,
+                             s->route.model, s->route.workers.size(), to_string(s->route.config.mode),
+                             uses_prefix_overlap(s->route.config) ? ", prefix overlap on" : "",
+                             s->subscriber ? ", KV events subscribed" : "");
+  const auto& sets = registry.running();
+  const std::string models = sets.size() == 1 ? sets.begin()->second->route.model : fmt::format("{} models", sets.size());
   std::cerr << fmt::format("kvrouter: serving {} on http://{}:{}\n", models, serve.host, ingress->port());
+
+  // With --config, edits to the file are picked up (polled once a second): a valid one is
+  // applied set by set, an invalid one is logged and the last good config stays in force.
+  std::atomic<bool> stopping{false};
+  std::thread config_watcher([&] {
+    if (serve.config_path.empty()) return;
+    auto stamp = file_stamp(serve.config_path);
+    while (!stopping) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      registry.reap();
+      const auto now = file_stamp(serve.config_path);
+      if (!now || now == stamp) continue;
+      stamp = now;
+      auto next = load_sets(options);
+      if (!next) {
+        std::cerr << "kvrouter: config change rejected, keeping the last good config: " << next.error() << "\n";
+        continue;
+      }
+      reload_plan changes;
+      auto next_table = registry.apply(*next, changes);
+      if (!next_table) {
+        std::cerr << "kvrouter: config change rejected, keeping the last good config: " << next_table.error() << "\n";
+        continue;
+      }
+      ingress->set_routing_table(*next_table);
+      std::cerr << fmt::format("kvrouter: config reloaded: kept {}; started {}; stopped {}\n", names(changes.keep),
+                               names(changes.start), names(changes.stop));
+    }
+  });
 
   std::thread signal_waiter([&] {
     int received = 0;
@@ -182,11 +303,8 @@ int run_serve(const options& options) {
     pthread_kill(signal_waiter.native_handle(), SIGTERM);  // harmless if it already returned
     signal_waiter.join();
   }
-  for (running_set& s : sets) {
-    if (s.subscriber) s.subscriber->stop();
-    caf::anon_send_exit(s.route.scorer, caf::exit_reason::user_shutdown);
-    for (const auto& h : s.route.hashers) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
-  }
+  stopping = true;
+  config_watcher.join();
   std::cerr << "kvrouter: stopped\n";
   return 0;
 }

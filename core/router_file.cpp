@@ -192,6 +192,27 @@ router_config effective_config(const router_file& file, const worker_set_card& c
   return resolve_effective_config(file.router, card.router_config_override, card.block_size);
 }
 
+reload_plan plan_reload(const router_file& current, const router_file& next) {
+  reload_plan plan;
+  auto find = [](const router_file& file, const std::string& name) -> const worker_set_card* {
+    for (const worker_set_card& card : file.sets)
+      if (card.name == name) return &card;
+    return nullptr;
+  };
+  for (const worker_set_card& card : next.sets) {
+    const worker_set_card* old = find(current, card.name);
+    if (old != nullptr && *old == card && effective_config(current, *old) == effective_config(next, card)) {
+      plan.keep.push_back(card.name);
+    } else {
+      if (old != nullptr) plan.stop.push_back(card.name);
+      plan.start.push_back(card.name);
+    }
+  }
+  for (const worker_set_card& card : current.sets)
+    if (find(next, card.name) == nullptr) plan.stop.push_back(card.name);
+  return plan;
+}
+
 nlohmann::json explain(const router_file& file) {
   json sets = json::array();
   for (const worker_set_card& card : file.sets) {

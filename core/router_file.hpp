@@ -57,6 +57,15 @@ struct router_file {
 /// the block size is always the card's.
 [[nodiscard]] router_config effective_config(const router_file& file, const worker_set_card& card);
 
+/// What a new config file changes: sets whose card and effective config are unchanged keep
+/// running; the others are started (new or changed) or stopped (gone or changed).
+struct reload_plan {
+  std::vector<std::string> keep;
+  std::vector<std::string> start;
+  std::vector<std::string> stop;
+};
+[[nodiscard]] reload_plan plan_reload(const router_file& current, const router_file& next);
+
 /// `{"sets": [{"name", "model", "effective_router_config", "uses_prefix_overlap",
 /// "kv_events_subscribed", "mm_routing_enabled"}]}` (`kvrouter explain`, `/v1/router/sets`).
 [[nodiscard]] nlohmann::json explain(const router_file& file);

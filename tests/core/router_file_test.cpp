@@ -109,5 +109,29 @@ TEST(router_file, a_card_override_replaces_the_global_config_whole) {
   EXPECT_EQ(effective.prefill_load_scale, 1.0);
 }
 
+TEST(router_file, a_reload_restarts_only_sets_whose_card_or_effective_config_changed) {
+  const std::string a = R"({"name": "a", "model": "ma", "workers": [{"url": "http://h:1"}]})";
+  const std::string b = R"({"name": "b", "model": "mb", "workers": [{"url": "http://h:2"}], "router_config": {"router_mode": "random"}})";
+  const std::string b2 = R"({"name": "b", "model": "mb", "workers": [{"url": "http://h:2"}, {"url": "http://h:3"}], "router_config": {"router_mode": "random"}})";
+  const std::string c = R"({"name": "c", "model": "mc", "workers": [{"url": "http://h:4"}]})";
+  auto current = parse_router_file(R"({"worker_sets": [)" + a + "," + b + "]}");
+  auto next = parse_router_file(R"({"worker_sets": [)" + a + "," + b2 + "," + c + "]}");
+  ASSERT_TRUE(current && next);
+  const reload_plan plan = plan_reload(*current, *next);
+  EXPECT_EQ(plan.keep, std::vector<std::string>{"a"});
+  EXPECT_EQ(plan.start, (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(plan.stop, std::vector<std::string>{"b"});
+
+  // A new global config changes the sets that inherit it, not the one with an override.
+  auto global_changed = parse_router_file(R"({"router": {"router_temperature": 0.5}, "worker_sets": [)" + a + "," + b + "]}");
+  ASSERT_TRUE(global_changed);
+  const reload_plan second = plan_reload(*current, *global_changed);
+  EXPECT_EQ(second.keep, std::vector<std::string>{"b"});
+  EXPECT_EQ(second.start, std::vector<std::string>{"a"});
+
+  auto removed = parse_router_file(R"({"worker_sets": [)" + b + "]}");
+  EXPECT_EQ(plan_reload(*current, *removed).stop, std::vector<std::string>{"a"});
+}
+
 }  // namespace
 }  // namespace kvr

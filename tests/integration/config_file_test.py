@@ -83,7 +83,63 @@ try:
     f.check(sorted(m["id"] for m in json.loads(models)["data"]) == ["ma", "mb"], "/v1/models lists both sets' models")
     _, _, live = router.request("GET", "/v1/router/sets")
     f.check(json.loads(live)["sets"] == explain(path), "/v1/router/sets shows what explain prints")
+
+    # -- live edits, under load: requests keep succeeding throughout
+    import threading
+    import time
+    statuses, stop_load = [], threading.Event()
+
+    def load():
+        while not stop_load.is_set():
+            statuses.append(router.chat(model="mb")[0])
+
+    loader = threading.Thread(target=load)
+    loader.start()
+
+    def rewrite(document):
+        time.sleep(0.05)
+        with open(path + ".tmp", "w") as out:
+            json.dump(document, out)
+        os.replace(path + ".tmp", path)
+
+    def wait_for_sets(predicate, timeout=5.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            sets = json.loads(router.request("GET", "/v1/router/sets")[2])["sets"]
+            if predicate(sets):
+                return sets
+            time.sleep(0.1)
+        return None
+
+    base = json.load(open(path))
+    approximate = json.loads(json.dumps(base))
+    approximate["worker_sets"][1]["router_config"] = {"router_mode": "kv", "overlap_score_credit": 1.0, "use_kv_events": False}
+    rewrite(approximate)
+    sets = wait_for_sets(lambda s: s[1]["uses_prefix_overlap"])
+    f.check(sets is not None and not sets[0]["uses_prefix_overlap"],
+            "an edit turning set-b from load-aware to approximate kv is applied live, set-a untouched")
+    rewrite(base)
+    f.check(wait_for_sets(lambda s: not s[1]["uses_prefix_overlap"]) is not None, "and back to load-aware")
+
+    with open(path, "w") as out:
+        out.write('{"worker_sets": [{"name": "broken"')
+    time.sleep(1.0)
+    f.check(json.loads(router.request("GET", "/v1/router/sets")[2])["sets"] == explain(write("copy.json", base)),
+            "an invalid edit is rejected and the last good config stays in force")
+    f.check(router.chat(model="ma")[0] == 200, "set-a still serves after the rejected edit")
+
+    without_a = json.loads(json.dumps(base))
+    without_a["worker_sets"] = without_a["worker_sets"][1:]
+    rewrite(without_a)
+    f.check(wait_for_sets(lambda s: len(s) == 1) is not None and router.chat(model="ma")[0] == 404,
+            "removing a set from the file stops serving its model")
+    stop_load.set()
+    loader.join()
+    f.check(len(statuses) > 20 and set(statuses) == {200},
+            f"no request failed during the reloads ({len(statuses)} requests, statuses {sorted(set(statuses))})")
     f.check(router.stop() == 0, "kvrouter stops cleanly")
+    log = router.proc.stderr.read()
+    f.check("config change rejected" in log and "config reloaded" in log, "reloads and the rejection are logged")
 finally:
     for w in workers:
         w.stop()
