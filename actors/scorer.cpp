@@ -1,5 +1,7 @@
 #include "actors/scorer.hpp"
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "core/active_sequences.hpp"
@@ -21,7 +23,9 @@ struct scorer_state {
   selector_rng rng{0};
   std::uint64_t round_robin_ticket = 0;
   std::vector<kv_event_counters> events;              ///< per publisher
-  std::vector<clock_type::time_point> unhealthy_until;  ///< per worker
+  std::vector<clock_type::time_point> unhealthy_until;  ///< per worker: passive back-off after a failure
+  std::vector<std::optional<clock_type::time_point>> down_since;  ///< per worker: the health checker's "down"
+  std::vector<std::uint8_t> index_dropped;            ///< per worker: entries dropped after the grace period
   std::vector<std::uint64_t> routed, failures;        ///< per worker
   std::uint64_t routed_total = 0, dry_runs = 0, unroutable = 0, clears = 0;
   // Reused per request.
@@ -30,6 +34,9 @@ struct scorer_state {
   std::vector<std::uint8_t> healthy_scratch;
 
   [[nodiscard]] std::size_t workers() const { return settings.worker_names.size(); }
+  [[nodiscard]] bool healthy(std::uint32_t w, clock_type::time_point now) const {
+    return !down_since[w] && now >= unhealthy_until[w];
+  }
 };
 
 void publish_snapshot(scorer_state& s) {
@@ -41,7 +48,7 @@ void publish_snapshot(scorer_state& s) {
   for (std::uint32_t w = 0; w < s.workers(); ++w) {
     const worker_load load = s.active->load(w);
     snapshot->workers.push_back({.name = s.settings.worker_names[w],
-                                 .healthy = now >= s.unhealthy_until[w],
+                                 .healthy = s.healthy(w, now),
                                  .prefill_tokens = load.prefill_tokens,
                                  .decode_blocks = load.decode_blocks,
                                  .requests = load.requests,
@@ -67,7 +74,7 @@ route_decision decide(scorer_state& s, route_job& job) {
 
   std::vector<std::uint8_t>& healthy = s.healthy_scratch;
   healthy.resize(s.workers());
-  for (std::uint32_t w = 0; w < s.workers(); ++w) healthy[w] = now >= s.unhealthy_until[w] ? 1 : 0;
+  for (std::uint32_t w = 0; w < s.workers(); ++w) healthy[w] = s.healthy(w, now) ? 1 : 0;
   collect_candidates(s.worker_overlaps, s.active->loads(), healthy, job.excluded_workers, s.candidates);
 
   route_decision decision;
@@ -117,6 +124,8 @@ scorer_actor::behavior_type scorer(scorer_actor::stateful_pointer<scorer_state> 
   s.rng.seed(s.settings.seed);
   s.events.resize(s.settings.publisher_worker.size());
   s.unhealthy_until.assign(s.workers(), clock_type::time_point{});
+  s.down_since.assign(s.workers(), std::nullopt);
+  s.index_dropped.assign(s.workers(), 0);
   s.routed.assign(s.workers(), 0);
   s.failures.assign(s.workers(), 0);
   publish_snapshot(s);
@@ -146,11 +155,28 @@ scorer_actor::behavior_type scorer(scorer_actor::stateful_pointer<scorer_state> 
           publish_snapshot(s);
         }
       },
+      [self](worker_health_atom, std::uint32_t worker, bool up) {
+        auto& s = self->state;
+        if (worker >= s.workers()) return;
+        if (up) {
+          s.down_since[worker].reset();
+          s.index_dropped[worker] = 0;
+        } else if (!s.down_since[worker]) {
+          s.down_since[worker] = clock_type::now();
+        }
+        publish_snapshot(s);
+      },
       [self](tick_atom) {
         auto& s = self->state;
         const auto now = clock_type::now();
         s.active->expire(now);
         s.index->expire(now);
+        for (std::uint32_t w = 0; w < s.workers(); ++w)
+          if (s.down_since[w] && !s.index_dropped[w] && now - *s.down_since[w] >= s.settings.index_grace) {
+            for (std::uint32_t p = 0; p < s.settings.publisher_worker.size(); ++p)
+              if (s.settings.publisher_worker[p] == w) s.index->remove_worker(p);
+            s.index_dropped[w] = 1;
+          }
         publish_snapshot(s);
         self->delayed_send(self, std::chrono::seconds(1), tick_atom_v);
       },

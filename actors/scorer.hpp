@@ -61,6 +61,9 @@ struct scorer_settings {
   std::vector<std::string> publisher_names;  ///< for dumps; empty = the worker names
   std::chrono::milliseconds unhealthy_backoff{5000};
   std::chrono::seconds max_request_age{3600};  ///< bookings older than this are presumed lost
+  /// A worker the health checker reports down keeps its index entries this long (a short
+  /// outage loses nothing), then they are dropped.
+  std::chrono::seconds index_grace{60};
   std::shared_ptr<scorer_snapshot_cell> snapshot = std::make_shared<scorer_snapshot_cell>();
   std::uint64_t seed = 0x5eed;               ///< the selector's random tie-breaks
 };

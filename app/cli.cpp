@@ -66,6 +66,11 @@ std::optional<std::expected<void, std::string>> parse_serve_flag(serve_options& 
   if (flag == "--client-timeout-secs") return parse_count(flag, value, serve.client_timeout_secs, 86400);
   if (flag == "--upstream-timeout-secs") return parse_count(flag, value, serve.upstream_timeout_secs, 86400);
   if (flag == "--unhealthy-backoff-ms") return parse_count(flag, value, serve.unhealthy_backoff_ms, 3600000);
+  if (flag == "--health-interval-ms") return parse_count(flag, value, serve.health_interval_ms, 3600000);
+  if (flag == "--health-timeout-ms") return parse_count(flag, value, serve.health_timeout_ms, 600000);
+  if (flag == "--health-failures") return parse_count(flag, value, serve.health_failures, 1000);
+  if (flag == "--health-successes") return parse_count(flag, value, serve.health_successes, 1000);
+  if (flag == "--index-grace-secs") return parse_count(flag, value, serve.index_grace_secs, 86400);
   return std::nullopt;
 }
 
@@ -154,7 +159,12 @@ std::string usage() {
       "  --max-retries N                   re-routes when a worker fails before answering (default 2)\n"
       "  --client-timeout-secs N           longest a client may take to send a request or take a chunk (default 60)\n"
       "  --upstream-timeout-secs N         longest wait for a worker's next bytes (default 600)\n"
-      "  --unhealthy-backoff-ms N          how long a failed worker is left out (default 5000)\n"
+      "  --unhealthy-backoff-ms N          how long a worker that failed a request is left out (default 5000)\n"
+      "  --health-interval-ms N            GET /health on every worker this often (default 2000; 0 = off)\n"
+      "  --health-timeout-ms N             a probe slower than this fails (default 1000)\n"
+      "  --health-failures N               failed probes in a row before a worker is down (default 2)\n"
+      "  --health-successes N              good probes in a row before it is up again (default 1)\n"
+      "  --index-grace-secs N              a down worker's index entries are kept this long (default 60)\n"
       "  --kv-bind ENDPOINT                bind one KV-event socket engines connect to (topics tell them apart)\n"
       "\n"
       "Router switches:\n"

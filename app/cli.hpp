@@ -27,6 +27,11 @@ struct serve_options {
   std::uint32_t unhealthy_backoff_ms = 5000;
   std::string kv_bind;               ///< bind one SUB here instead of connecting to kv= endpoints
   std::string config_path;           ///< --config: worker sets from a file instead of --model/--worker
+  std::uint32_t health_interval_ms = 2000;  ///< active health checks; 0 = off
+  std::uint32_t health_timeout_ms = 1000;
+  std::uint32_t health_failures = 2;
+  std::uint32_t health_successes = 1;
+  std::uint32_t index_grace_secs = 60;
 };
 
 struct options {

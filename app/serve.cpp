@@ -17,6 +17,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "actors/health_checker.hpp"
 #include "actors/http_ingress.hpp"
 #include "actors/kv_subscriber.hpp"
 #include "actors/runtime.hpp"
@@ -66,6 +67,7 @@ std::expected<router_file, std::string> load_sets(const options& options) {
 struct running_set {
   worker_set_route route;
   std::optional<kv_subscriber> subscriber;
+  std::unique_ptr<health_checker> health;
 };
 
 std::expected<void, std::string> start_set(caf::actor_system& system, const router_file& file,
@@ -84,6 +86,7 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
   scorer_config.config = config;
   for (const worker_target& w : set.workers) scorer_config.worker_names.push_back(w.name);
   scorer_config.unhealthy_backoff = std::chrono::milliseconds(serve.unhealthy_backoff_ms);
+  scorer_config.index_grace = std::chrono::seconds(serve.index_grace_secs);
   std::vector<kv_publisher> publishers;
   if (should_subscribe_to_kv_events(config)) {
     for (const publisher_spec& p : expand_publishers(card.workers)) {
@@ -103,6 +106,15 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
   if (uses_prefix_overlap(config))
     for (std::size_t i = 0; i < std::max<std::size_t>(serve.hashers, 1); ++i)
       set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, true));
+  if (serve.health_interval_ms > 0) {
+    std::vector<health_target> targets;
+    for (std::uint32_t w = 0; w < set.workers.size(); ++w)
+      targets.push_back({w, set.workers[w].host, set.workers[w].port, set.workers[w].base_path + "/health"});
+    out.health = std::make_unique<health_checker>(
+        health_settings{std::chrono::milliseconds(serve.health_interval_ms), std::chrono::milliseconds(serve.health_timeout_ms),
+                        std::max<std::uint32_t>(serve.health_failures, 1), std::max<std::uint32_t>(serve.health_successes, 1)},
+        set.scorer, std::move(targets));
+  }
   if (!publishers.empty()) {
     kv_subscriber_settings kv_settings;
     kv_settings.publishers = publishers;
@@ -179,10 +191,12 @@ class set_registry {
 
   void retire(const std::shared_ptr<running_set>& set) {
     if (set->subscriber) set->subscriber->stop();
+    set->health.reset();
     graveyard_.push_back({set, std::chrono::steady_clock::now()});
   }
   static void kill(running_set& set) {
     if (set.subscriber) set.subscriber->stop();
+    set.health.reset();
     if (set.route.scorer) caf::anon_send_exit(set.route.scorer, caf::exit_reason::user_shutdown);
     for (const auto& h : set.route.hashers) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
   }

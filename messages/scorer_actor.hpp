@@ -19,6 +19,8 @@ using scorer_actor = caf::typed_actor<
     caf::reacts_to<finished_atom, std::uint64_t>,
     /// The worker failed before answering: release, and keep the worker out for a while.
     caf::reacts_to<worker_failed_atom, std::uint64_t, std::uint32_t>,
+    /// The health checker's verdict on a worker: up (true) or down (false).
+    caf::reacts_to<worker_health_atom, std::uint32_t, bool>,
     /// Periodic housekeeping (expiry, the published snapshot).
     caf::reacts_to<tick_atom>,
     /// A worker left the set: drop its index entries.

@@ -22,6 +22,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvr, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvr, kvr, finished_atom, "finished")
   CAF_ADD_ATOM(kvr, kvr, worker_failed_atom, "wfailed")
   CAF_ADD_ATOM(kvr, kvr, tick_atom, "tick")
+  CAF_ADD_ATOM(kvr, kvr, worker_health_atom, "whealth")
 
   // -- operator / debug requests
   CAF_ADD_ATOM(kvr, kvr, dump_index_atom, "dumpindex")

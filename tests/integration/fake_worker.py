@@ -24,6 +24,7 @@ class Stats:
         self.cancelled = 0
         self.bodies = []
         self.paths = []
+        self.health = 200
 
     def snapshot(self):
         with self.lock:
@@ -50,12 +51,15 @@ def make_handler(args, stats):
             if self.path == "/stats":
                 return self._json(200, stats.snapshot())
             if self.path == "/health":
-                return self._json(200, {"status": "ok"})
+                return self._json(stats.health, {"status": "ok" if stats.health == 200 else "failing"})
             self._json(404, {"error": "no such path"})
 
         def do_POST(self):
             length = int(self.headers.get("Content-Length", "0"))
             raw = self.rfile.read(length)
+            if self.path == "/control":  # tests flip the worker's /health answer
+                stats.health = json.loads(raw)["health"]
+                return self._json(200, {"health": stats.health})
             with stats.lock:
                 stats.requests += 1
                 stats.bodies.append(raw.decode(errors="replace"))

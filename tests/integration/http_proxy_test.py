@@ -180,6 +180,33 @@ try:
             f"approximate mode predicts the cache of the worker it chose ({decision['worker']}, {decision['overlap_blocks']} blocks)")
     router.stop()
 
+    # -- active health checks: a worker failing /health leaves selection and comes back
+    router = start_router([f"{a.url},id=a", f"{b.url},id=b"], "--router-mode", "round-robin",
+                          "--health-interval-ms", "100", "--health-failures", "2")
+
+    def healthy(name):
+        return router.worker_gauge("kvrouter_worker_healthy", name)
+
+    def wait_until(predicate, timeout=3.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if predicate():
+                return True
+            time.sleep(0.05)
+        return False
+
+    a.set_health(503)
+    f.check(wait_until(lambda: healthy("a") == 0 and healthy("b") == 1), "a worker failing /health is marked down")
+    routed = {json.loads(router.chat()[2])["worker"] for _ in range(6)}
+    f.check(routed == {"b"}, f"requests avoid the down worker ({routed})")
+    b.set_health(503)
+    f.check(wait_until(lambda: router.request("GET", "/ready")[0] == 503), "/ready answers 503 with every worker down")
+    f.check(router.chat()[0] == 503, "a request with every worker down gets 503")
+    a.set_health(200)
+    b.set_health(200)
+    f.check(wait_until(lambda: healthy("a") == 1 and healthy("b") == 1), "workers passing /health again come back")
+    router.stop()
+
     # -- kv mode on real KV events: the worker whose engine published the prefix wins
     import msgpack, struct, zmq  # noqa: E401
     context = zmq.Context()

@@ -32,6 +32,11 @@ class Worker:
         c.request("GET", "/stats")
         return json.loads(c.getresponse().read())
 
+    def set_health(self, status):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        c.request("POST", "/control", body=json.dumps({"health": status}))
+        c.getresponse().read()
+
     def stop(self):
         self.proc.kill()
         self.proc.wait()

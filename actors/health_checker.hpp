@@ -1,0 +1,43 @@
+#pragma once
+/// Active health checks of a worker set's workers: `GET /health` every interval on a thread of
+/// its own; after `failures` consecutive failed probes a worker is reported down to the set's
+/// scorer, after `successes` consecutive good ones up again. Passive marking (a proxy failure)
+/// is the scorer's own back-off; both must clear for a worker to be routable.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "messages/scorer_actor.hpp"
+
+namespace kvr {
+
+struct health_settings {
+  std::chrono::milliseconds interval{2000};
+  std::chrono::milliseconds timeout{1000};
+  std::uint32_t failures = 2;   ///< consecutive failed probes before a worker is down
+  std::uint32_t successes = 1;  ///< consecutive good probes before it is up again
+};
+
+struct health_target {
+  std::uint32_t worker = 0;  ///< worker id in its set
+  std::string host;
+  std::string port;
+  std::string path = "/health";
+};
+
+class health_checker {
+ public:
+  health_checker(health_settings settings, scorer_actor scorer, std::vector<health_target> targets);
+  ~health_checker();
+  health_checker(const health_checker&) = delete;
+  health_checker& operator=(const health_checker&) = delete;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace kvr
