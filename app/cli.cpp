@@ -49,6 +49,14 @@ std::optional<std::expected<void, std::string>> parse_serve_flag(serve_options& 
     serve.host = value;
     return std::expected<void, std::string>{};
   }
+  if (flag == "--etcd") {
+    serve.etcd_url = value;
+    return std::expected<void, std::string>{};
+  }
+  if (flag == "--etcd-prefix") {
+    serve.etcd_prefix = value;
+    return std::expected<void, std::string>{};
+  }
   if (flag == "--config") {
     serve.config_path = value;
     return std::expected<void, std::string>{};
@@ -128,6 +136,8 @@ std::string usage() {
       "Usage: kvrouter --model NAME --worker URL[,kv=tcp://HOST:PORT][,replay=tcp://HOST:PORT][,dp=N][,id=NAME] ...\n"
       "                [--port 8080] [router options]      serve one worker set (OpenAI API on --port)\n"
       "       kvrouter --config FILE [options]            serve the worker sets of a config file\n"
+      "       kvrouter --etcd http://HOST:2379 [--etcd-prefix /kvrouter/] [options]\n"
+      "                                                   serve the worker sets whose cards are in etcd\n"
       "       kvrouter explain --config FILE              print each set's effective config and what it turns on\n"
       "       kvrouter describe [router options]          print the effective config and what it turns on\n"
       "       kvrouter kv-dump | kv-index ...             KV-event tools (see their --help)\n"
@@ -147,6 +157,9 @@ std::string usage() {
       "Serving options:\n"
       "  --config FILE                     worker sets (model deployment cards) and the global router config;\n"
       "                                    see docs/configuration.md (router options then go in its \"router\" object)\n"
+      "  --etcd URL                        etcd v3 (JSON gateway) holding one card per key under --etcd-prefix;\n"
+      "                                    router options on the command line are the global config\n"
+      "  --etcd-prefix PREFIX              key prefix of the cards (default /kvrouter/)\n"
       "  --model NAME                      the model name clients send (serving without --config)\n"
       "  --worker SPEC                     a worker: URL[,kv=ENDPOINT][,replay=ENDPOINT][,dp=N][,id=NAME][,topic=T];\n"
       "                                    repeat for each worker (kv= is the engine's KV-event publisher)\n"

@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (options->command == "explain") return kvr::cli::run_explain(*options);
-  if (options->help || (options->command.empty() && options->serve.workers.empty() && options->serve.config_path.empty())) {
+  if (options->help || (options->command.empty() && options->serve.workers.empty() && options->serve.config_path.empty() &&
+                            options->serve.etcd_url.empty())) {
     std::cout << kvr::cli::usage();
     return 0;
   }

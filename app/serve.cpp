@@ -7,6 +7,7 @@
 #include <csignal>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -17,6 +18,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "actors/etcd_source.hpp"
 #include "actors/health_checker.hpp"
 #include "actors/http_ingress.hpp"
 #include "actors/kv_subscriber.hpp"
@@ -37,6 +39,13 @@ int fail(const std::string& message) {
 /// The worker sets to serve: from --config, or one set from --model / --worker.
 std::expected<router_file, std::string> load_sets(const options& options) {
   const serve_options& serve = options.serve;
+  if (!serve.etcd_url.empty()) {  // the cards arrive from etcd; start with none
+    if (!serve.config_path.empty() || !serve.model.empty() || !serve.workers.empty())
+      return std::unexpected("with --etcd, models and workers come from etcd (no --config, --model or --worker)");
+    router_file file;
+    file.router = options.router;
+    return file;
+  }
   if (!serve.config_path.empty()) {
     if (options.router_flags_given || !serve.model.empty() || !serve.workers.empty())
       return std::unexpected("with --config, models, workers and router options come from the file");
@@ -142,6 +151,7 @@ class set_registry {
 
   /// Applies `next`; on failure nothing changes. Returns the table to install.
   std::expected<std::shared_ptr<routing_table>, std::string> apply(const router_file& next, reload_plan& plan) {
+    std::lock_guard lock(mutex_);
     if (running_.empty()) {
       plan = {};
       for (const worker_set_card& card : next.sets) plan.start.push_back(card.name);
@@ -173,6 +183,7 @@ class set_registry {
 
   /// Ends retired sets whose grace period is over.
   void reap() {
+    std::lock_guard lock(mutex_);
     const auto now = std::chrono::steady_clock::now();
     std::erase_if(graveyard_, [&](retired& r) {
       if (now - r.at < std::chrono::seconds(10)) return false;
@@ -181,6 +192,7 @@ class set_registry {
     });
   }
 
+  /// The running sets (call before any other thread applies changes).
   [[nodiscard]] const std::map<std::string, std::shared_ptr<running_set>>& running() const { return running_; }
 
  private:
@@ -203,19 +215,51 @@ class set_registry {
 
   caf::actor_system& system_;
   const serve_options& serve_;
+  std::mutex mutex_;  ///< the config watcher and the etcd thread both apply and reap
   router_file current_;
   std::map<std::string, std::shared_ptr<running_set>> running_;
   std::vector<retired> graveyard_;
 };
 
-/// The config file's identity for change detection: modification time and size.
-std::optional<std::pair<std::int64_t, std::uintmax_t>> file_stamp(const std::string& path) {
+/// The config file's identity for change detection: modification time and size; `readable`
+/// is false while it cannot be read (e.g. between an editor's delete and rename).
+struct file_stamp_t {
+  bool readable = false;
+  std::filesystem::file_time_type time{};
+  std::uintmax_t size = 0;
+  friend bool operator==(const file_stamp_t&, const file_stamp_t&) = default;
+};
+
+file_stamp_t file_stamp(const std::string& path) {
   std::error_code ec;
   const auto time = std::filesystem::last_write_time(path, ec);
-  if (ec) return std::nullopt;
+  if (ec) return {};
   const auto size = std::filesystem::file_size(path, ec);
-  if (ec) return std::nullopt;
-  return std::pair{static_cast<std::int64_t>(time.time_since_epoch().count()), size};
+  if (ec) return {};
+  return {true, time, size};
+}
+
+/// The router file etcd describes: the global config from the command line and one card per
+/// key. A key whose card is invalid keeps its last good card (or none), with the reason logged.
+router_file file_from_etcd(const router_config& global, const etcd_cards& cards, std::map<std::string, nlohmann::json>& last_good) {
+  nlohmann::json sets = nlohmann::json::array();
+  for (auto it = last_good.begin(); it != last_good.end();) it = cards.contains(it->first) ? std::next(it) : last_good.erase(it);
+  for (const auto& [key, text] : cards) {
+    nlohmann::json card = nlohmann::json::parse(text, nullptr, false);
+    auto alone = parse_router_document(nlohmann::json{{"router", to_json(global)}, {"worker_sets", nlohmann::json::array({card})}});
+    if (card.is_discarded() || !alone) {
+      std::cerr << "kvrouter: etcd key " << key << " rejected ("
+                << (card.is_discarded() ? std::string("not valid JSON") : alone.error().message) << ")"
+                << (last_good.contains(key) ? ", keeping its last good card\n" : "\n");
+      if (last_good.contains(key)) sets.push_back(last_good[key]);
+      continue;
+    }
+    last_good[key] = card;
+    sets.push_back(std::move(card));
+  }
+  auto file = parse_router_document(nlohmann::json{{"router", to_json(global)}, {"worker_sets", std::move(sets)}});
+  if (file) return *file;
+  throw std::runtime_error(file.error().message);  // e.g. two keys serving one model
 }
 
 std::string names(const std::vector<std::string>& list) {
@@ -282,13 +326,13 @@ int run_serve(const options& options) {
   // applied set by set, an invalid one is logged and the last good config stays in force.
   std::atomic<bool> stopping{false};
   std::thread config_watcher([&] {
-    if (serve.config_path.empty()) return;
-    auto stamp = file_stamp(serve.config_path);
+    file_stamp_t stamp = serve.config_path.empty() ? file_stamp_t{} : file_stamp(serve.config_path);
     while (!stopping) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       registry.reap();
+      if (serve.config_path.empty()) continue;
       const auto now = file_stamp(serve.config_path);
-      if (!now || now == stamp) continue;
+      if (!now.readable || now == stamp) continue;
       stamp = now;
       auto next = load_sets(options);
       if (!next) {
@@ -307,6 +351,30 @@ int run_serve(const options& options) {
     }
   });
 
+  // With --etcd, every change under the prefix is applied the same way.
+  std::map<std::string, nlohmann::json> last_good_cards;
+  std::unique_ptr<etcd_source> etcd;
+  if (!serve.etcd_url.empty()) {
+    try {
+      etcd = std::make_unique<etcd_source>(
+          etcd_settings{serve.etcd_url, serve.etcd_prefix, std::chrono::milliseconds(1000)}, [&](const etcd_cards& cards) {
+            try {
+              reload_plan changes;
+              auto next_table = registry.apply(file_from_etcd(options.router, cards, last_good_cards), changes);
+              if (!next_table) throw std::runtime_error(next_table.error());
+              ingress->set_routing_table(*next_table);
+              if (!changes.start.empty() || !changes.stop.empty())
+                std::cerr << fmt::format("kvrouter: etcd: kept {}; started {}; stopped {}\n", names(changes.keep),
+                                         names(changes.start), names(changes.stop));
+            } catch (const std::exception& e) {
+              std::cerr << "kvrouter: etcd change rejected, keeping the last good config: " << e.what() << "\n";
+            }
+          });
+    } catch (const std::exception& e) {
+      return fail(e.what());
+    }
+  }
+
   std::thread signal_waiter([&] {
     int received = 0;
     sigwait(&signals, &received);
@@ -319,6 +387,7 @@ int run_serve(const options& options) {
   }
   stopping = true;
   config_watcher.join();
+  etcd.reset();
   std::cerr << "kvrouter: stopped\n";
   return 0;
 }

@@ -41,3 +41,6 @@ add_library(kvr::zmq ALIAS PkgConfig::ZMQ)
 
 # Boost 1.74 Asio / Beast (header-only here).
 find_package(Boost 1.74 REQUIRED)
+
+# OpenSSL: base64 for etcd's JSON gateway.
+find_package(OpenSSL REQUIRED)

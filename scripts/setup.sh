@@ -24,6 +24,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-zmq python3-msgpack python3-xxhash  # engine-shaped publishers and ground truth in tests
   clang-16 libclang-rt-16-dev     # libFuzzer for the KV-event decoder (tests/fuzz)
+  etcd-server                     # discovery tests against a real etcd
 )
 
 # Node.js comes with this machine image; a bare Debian gets Debian's.
