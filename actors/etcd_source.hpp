@@ -18,7 +18,7 @@ struct etcd_settings {
   std::chrono::milliseconds retry{1000};     ///< wait before listing again after an error
 };
 
-/// Card JSON by etcd key: the whole prefix as it stands.
+/// Card JSON by etcd key: the whole prefix as it stands (also in messages/type_ids.hpp).
 using etcd_cards = std::map<std::string, std::string>;
 
 class etcd_source {

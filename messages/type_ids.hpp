@@ -4,12 +4,20 @@
 
 #include <cstdint>
 #include <string>
+#include <map>
+#include <memory>
 #include <utility>
 
 #include <caf/all.hpp>
 
+#include "core/router_file.hpp"
 #include "messages/kv_messages.hpp"
 #include "messages/route_messages.hpp"
+
+namespace kvr {
+/// Card JSON by etcd key (actors/etcd_source.hpp has the source).
+using etcd_cards = std::map<std::string, std::string>;
+}  // namespace kvr
 
 CAF_BEGIN_TYPE_ID_BLOCK(kvr, caf::first_custom_type_id)
 
@@ -24,6 +32,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvr, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvr, kvr, tick_atom, "tick")
   CAF_ADD_ATOM(kvr, kvr, worker_health_atom, "whealth")
 
+  // -- discovery: sources -> watcher
+  CAF_ADD_ATOM(kvr, kvr, apply_atom, "apply")
+  CAF_ADD_TYPE_ID(kvr, (std::shared_ptr<const kvr::router_file>))
+  CAF_ADD_TYPE_ID(kvr, (std::shared_ptr<const kvr::etcd_cards>))
+
   // -- operator / debug requests
   CAF_ADD_ATOM(kvr, kvr, dump_index_atom, "dumpindex")
   CAF_ADD_ATOM(kvr, kvr, remove_worker_atom, "rmworker")
@@ -32,3 +45,5 @@ CAF_END_TYPE_ID_BLOCK(kvr)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::kv_updates)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::route_job_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::router_file>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::etcd_cards>)

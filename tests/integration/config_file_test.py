@@ -82,7 +82,11 @@ try:
     _, _, models = router.request("GET", "/v1/models")
     f.check(sorted(m["id"] for m in json.loads(models)["data"]) == ["ma", "mb"], "/v1/models lists both sets' models")
     _, _, live = router.request("GET", "/v1/router/sets")
-    f.check(json.loads(live)["sets"] == explain(path), "/v1/router/sets shows what explain prints")
+    live_sets = json.loads(live)["sets"]
+    pipelines = [s.pop("pipeline") for s in live_sets]
+    f.check(live_sets == explain(path), "/v1/router/sets shows what explain prints")
+    f.check(pipelines[0]["hashers"] == 0 and pipelines[1]["hashers"] == 0 and not pipelines[1]["kv_subscriber"],
+            f"round-robin and load-aware sets run no hashers and no KV subscriber ({pipelines})")
 
     # -- live edits, under load: requests keep succeeding throughout
     import threading
@@ -116,16 +120,28 @@ try:
     approximate["worker_sets"][1]["router_config"] = {"router_mode": "kv", "overlap_score_credit": 1.0, "use_kv_events": False}
     rewrite(approximate)
     sets = wait_for_sets(lambda s: s[1]["uses_prefix_overlap"])
-    f.check(sets is not None and not sets[0]["uses_prefix_overlap"],
-            "an edit turning set-b from load-aware to approximate kv is applied live, set-a untouched")
+    f.check(sets is not None and not sets[0]["uses_prefix_overlap"] and sets[1]["pipeline"]["hashers"] > 0
+            and not sets[1]["pipeline"]["kv_subscriber"],
+            "an edit turning set-b to approximate kv starts its hashers (no KV subscriber), set-a untouched")
+    with_events = json.loads(json.dumps(base))
+    with_events["worker_sets"][1]["router_config"] = {"router_mode": "kv", "overlap_score_credit": 1.0}
+    with_events["worker_sets"][1]["workers"][0]["kv_events"] = "tcp://127.0.0.1:1"
+    rewrite(with_events)
+    sets = wait_for_sets(lambda s: s[1]["kv_events_subscribed"])
+    f.check(sets is not None and sets[1]["pipeline"]["kv_subscriber"] and sets[1]["pipeline"]["kv_publishers"] == 1,
+            "kv mode with events starts set-b's KV subscriber")
     rewrite(base)
-    f.check(wait_for_sets(lambda s: not s[1]["uses_prefix_overlap"]) is not None, "and back to load-aware")
+    sets = wait_for_sets(lambda s: not s[1]["uses_prefix_overlap"])
+    f.check(sets is not None and not sets[1]["pipeline"]["kv_subscriber"] and sets[1]["pipeline"]["hashers"] == 0,
+            "and back to load-aware stops its hashers and KV subscriber")
 
     with open(path, "w") as out:
         out.write('{"worker_sets": [{"name": "broken"')
     time.sleep(1.0)
-    f.check(json.loads(router.request("GET", "/v1/router/sets")[2])["sets"] == explain(write("copy.json", base)),
-            "an invalid edit is rejected and the last good config stays in force")
+    kept = json.loads(router.request("GET", "/v1/router/sets")[2])["sets"]
+    for s_ in kept:
+        s_.pop("pipeline")
+    f.check(kept == explain(write("copy.json", base)), "an invalid edit is rejected and the last good config stays in force")
     f.check(router.chat(model="ma")[0] == 200, "set-a still serves after the rejected edit")
 
     without_a = json.loads(json.dumps(base))
