@@ -107,9 +107,17 @@ try:
     loader = threading.Thread(target=load)
     loader.start()
     put("b", card("set-b", "mb", workers[1:], approximate))
-    f.check(wait_for(lambda: sets()[1]["uses_prefix_overlap"]), "rewriting the card turns set-b to approximate kv")
+    f.check(wait_for(lambda: sets()[1]["uses_prefix_overlap"] and sets()[1]["pipeline"]["hashers"] > 0),
+            "rewriting the card turns set-b to approximate kv, with hashers")
+    with_events = card("set-b", "mb", workers[1:], {"router_mode": "kv", "overlap_score_credit": 1.0})
+    with_events["workers"][0]["kv_events"] = "tcp://127.0.0.1:1"
+    put("b", with_events)
+    f.check(wait_for(lambda: sets()[1]["pipeline"]["kv_subscriber"] and sets()[1]["kv_events_subscribed"]),
+            "kv mode with events starts set-b's KV subscriber")
     put("b", card("set-b", "mb", workers[1:], load_aware))
-    f.check(wait_for(lambda: not sets()[1]["uses_prefix_overlap"]), "and back to load-aware")
+    f.check(wait_for(lambda: not sets()[1]["uses_prefix_overlap"] and not sets()[1]["pipeline"]["kv_subscriber"]
+                     and sets()[1]["pipeline"]["hashers"] == 0),
+            "and back to load-aware stops its subscriber and hashers")
     put("b", card("set-b", "mb", workers[1:2], load_aware))  # w3 removed under load
     time.sleep(1.0)
     after = len(statuses)
