@@ -44,3 +44,9 @@ find_package(Boost 1.74 REQUIRED)
 
 # OpenSSL: base64 for etcd's JSON gateway.
 find_package(OpenSSL REQUIRED)
+
+# The tokenizer: PCRE2 (UTF, UCP, JIT) for the pre-tokenizer regex, utf8proc for NFC.
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+add_library(kvr::pcre2 ALIAS PkgConfig::PCRE2)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+add_library(kvr::utf8proc ALIAS PkgConfig::UTF8PROC)

