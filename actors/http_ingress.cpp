@@ -206,7 +206,7 @@ class session : public std::enable_shared_from_this<session> {
     job->reply = [self = shared_from_this(), executor = client_.get_executor()](route_decision decision) {
       asio::post(executor, [self, decision = std::move(decision)]() mutable { self->on_decision(std::move(decision)); });
     };
-    if (!set_->hashers.empty() && !routing_->prompt_token_ids.empty())
+    if (!set_->hashers.empty())  // the hasher hashes what it can (token ids, or text with a tokenizer)
       caf::anon_send(set_->hashers[request_id_ % set_->hashers.size()], std::move(job));
     else
       caf::anon_send(set_->scorer, std::move(job));
@@ -239,7 +239,7 @@ class session : public std::enable_shared_from_this<session> {
                         {"router_mode", std::string(to_string(set_->config.mode))},
                         {"overlap_blocks", decision.overlap_blocks},
                         {"prompt_blocks", decision.prompt_blocks},
-                        {"prompt_tokens", routing_->prompt_tokens},
+                        {"prompt_tokens", decision.prompt_tokens},
                         {"cost", decision.cost},
                         {"candidates", std::move(candidates)}}
              .dump(),

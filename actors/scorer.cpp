@@ -78,7 +78,8 @@ route_decision decide(scorer_state& s, route_job& job) {
   collect_candidates(s.worker_overlaps, s.active->loads(), healthy, job.excluded_workers, s.candidates);
 
   route_decision decision;
-  const std::uint32_t prompt_tokens = job.request->prompt_tokens;
+  const std::uint32_t prompt_tokens = job.prompt_tokens > 0 ? job.prompt_tokens : job.request->prompt_tokens;
+  decision.prompt_tokens = prompt_tokens;
   decision.prompt_blocks = (prompt_tokens + config.block_size - 1) / config.block_size;
   auto chosen = select_worker(s.candidates, config, {prompt_tokens, s.round_robin_ticket}, s.rng);
   if (!chosen) {
@@ -192,17 +193,28 @@ scorer_actor::behavior_type scorer(scorer_actor::stateful_pointer<scorer_state> 
 }
 
 struct hasher_state {
-  std::vector<std::uint64_t> local;  ///< reused per request
+  std::optional<tokenizer> text_tokenizer;  ///< shares the set's tables, owns its cache
+  std::vector<std::uint32_t> tokens;        ///< reused per request
+  std::vector<std::uint64_t> local;
 };
 
 hasher_actor::behavior_type hasher(hasher_actor::stateful_pointer<hasher_state> self, scorer_actor scorer,
-                                   std::uint32_t block_size, bool hash_prompts) {
+                                   std::uint32_t block_size, std::shared_ptr<tokenizer> own_tokenizer) {
+  if (own_tokenizer) self->state.text_tokenizer.emplace(std::move(*own_tokenizer));
   return {
-      [self, scorer, block_size, hash_prompts](const route_job_ptr& job) {
-        const auto& tokens = job->request->prompt_token_ids;
-        if (hash_prompts && !tokens.empty()) {
-          compute_local_hashes(tokens, block_size, {}, {}, self->state.local);
-          compute_sequence_hashes(self->state.local, job->sequence_hashes);
+      [self, scorer, block_size](const route_job_ptr& job) {
+        auto& s = self->state;
+        const routing_request& request = *job->request;
+        const std::vector<std::uint32_t>* tokens = &request.prompt_token_ids;
+        if (tokens->empty() && !request.prompt_text.empty() && s.text_tokenizer) {
+          s.tokens.clear();
+          s.text_tokenizer->encode(request.prompt_text, s.tokens);
+          job->prompt_tokens = static_cast<std::uint32_t>(s.tokens.size());
+          tokens = &s.tokens;
+        }
+        if (!tokens->empty()) {
+          compute_local_hashes(*tokens, block_size, {}, {}, s.local);
+          compute_sequence_hashes(s.local, job->sequence_hashes);
         }
         self->send(scorer, job);
       },
@@ -215,8 +227,11 @@ scorer_actor spawn_scorer(caf::actor_system& system, scorer_settings settings) {
   return system.spawn(scorer, std::move(settings));
 }
 
-hasher_actor spawn_hasher(caf::actor_system& system, scorer_actor scorer, std::uint32_t block_size, bool hash_prompts) {
-  return system.spawn(hasher, std::move(scorer), block_size, hash_prompts);
+hasher_actor spawn_hasher(caf::actor_system& system, scorer_actor scorer, std::uint32_t block_size,
+                          const tokenizer* set_tokenizer) {
+  // share() copies no tables: every hasher of the set reads the same ones.
+  auto own = set_tokenizer != nullptr ? std::make_shared<tokenizer>(set_tokenizer->share()) : nullptr;
+  return system.spawn(hasher, std::move(scorer), block_size, std::move(own));
 }
 
 }  // namespace kvr

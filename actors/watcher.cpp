@@ -58,9 +58,22 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
   }
   set.snapshot = scorer_config.snapshot;
   set.scorer = spawn_scorer(system, scorer_config);
-  if (uses_prefix_overlap(config))
+  if (uses_prefix_overlap(config)) {
+    // The set's tokenizer: loaded once, shared read-only by its hashers.
+    std::optional<tokenizer> text_tokenizer;
+    if (!card.tokenizer.empty()) {
+      std::ifstream in(card.tokenizer);
+      if (!in) return std::unexpected(fmt::format("worker set {}: cannot read tokenizer {}", card.name, card.tokenizer));
+      std::stringstream text;
+      text << in.rdbuf();
+      auto loaded = tokenizer::from_json(text.str());
+      if (!loaded)
+        return std::unexpected(fmt::format("worker set {}: tokenizer {}: {}", card.name, card.tokenizer, loaded.error().message));
+      text_tokenizer.emplace(std::move(*loaded));
+    }
     for (std::size_t i = 0; i < std::max<std::size_t>(serve.hashers, 1); ++i)
-      set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, true));
+      set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, text_tokenizer ? &*text_tokenizer : nullptr));
+  }
   if (serve.health.interval.count() > 0) {
     std::vector<health_target> targets;
     for (std::uint32_t w = 0; w < set.workers.size(); ++w)

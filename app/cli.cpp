@@ -49,6 +49,10 @@ std::optional<std::expected<void, std::string>> parse_serve_flag(serve_options& 
     serve.host = value;
     return std::expected<void, std::string>{};
   }
+  if (flag == "--tokenizer") {
+    serve.tokenizer_path = value;
+    return std::expected<void, std::string>{};
+  }
   if (flag == "--etcd") {
     serve.etcd_url = value;
     return std::expected<void, std::string>{};
@@ -141,6 +145,7 @@ std::string usage() {
       "       kvrouter explain --config FILE              print each set's effective config and what it turns on\n"
       "       kvrouter describe [router options]          print the effective config and what it turns on\n"
       "       kvrouter kv-dump | kv-index ...             KV-event tools (see their --help)\n"
+      "       kvrouter tokenize --tokenizer PATH          UTF-8 text on stdin -> token ids as one JSON array\n"
       "\n"
       "Commands:\n"
       "  describe                 print the effective router config and what it turns on, as JSON\n"
@@ -163,6 +168,8 @@ std::string usage() {
       "  --model NAME                      the model name clients send (serving without --config)\n"
       "  --worker SPEC                     a worker: URL[,kv=ENDPOINT][,replay=ENDPOINT][,dp=N][,id=NAME][,topic=T];\n"
       "                                    repeat for each worker (kv= is the engine's KV-event publisher)\n"
+      "  --tokenizer PATH                  the set's HuggingFace tokenizer.json: text prompts are tokenized to\n"
+      "                                    route on the blocks the engines cache (kv mode)\n"
       "  --host ADDRESS                    listen address (default 0.0.0.0)\n"
       "  --port PORT                       listen port (default 8080; 0 = any free port, printed at start)\n"
       "  --threads N                       HTTP I/O threads (default: one per core)\n"

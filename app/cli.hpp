@@ -32,6 +32,7 @@ struct serve_options {
   std::uint32_t health_failures = 2;
   std::uint32_t health_successes = 1;
   std::uint32_t index_grace_secs = 60;
+  std::string tokenizer_path;        ///< --tokenizer: the command-line set's tokenizer.json
   std::string etcd_url;              ///< --etcd: worker-set cards from etcd under etcd_prefix
   std::string etcd_prefix = "/kvrouter/";
 };

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   // Operator commands with flags of their own.
   if (!args.empty() && args[0] == "kv-dump") return kvr::cli::run_kv_dump({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "kv-index") return kvr::cli::run_kv_index({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "tokenize") return kvr::cli::run_tokenize({args.begin() + 1, args.end()});
 
   auto options = kvr::cli::parse(args);
   if (!options) {

@@ -52,7 +52,8 @@ std::expected<router_file, std::string> load_sets(const options& options) {
   if (serve.workers.empty()) return std::unexpected("at least one --worker is required to serve");
   router_file file;
   file.router = options.router;
-  worker_set_card card{.name = serve.model, .model = serve.model, .block_size = options.router.block_size};
+  worker_set_card card{.name = serve.model, .model = serve.model, .block_size = options.router.block_size,
+                       .tokenizer = serve.tokenizer_path};
   for (std::size_t i = 0; i < serve.workers.size(); ++i) {
     auto spec = parse_worker_spec(serve.workers[i]);
     if (!spec) return std::unexpected(spec.error().message);

@@ -30,6 +30,7 @@ struct route_decision {
   std::uint32_t overlap_blocks = 0;  ///< cached blocks of the prompt on that worker
   double cost = 0.0;
   std::uint32_t prompt_blocks = 0;
+  std::uint32_t prompt_tokens = 0;   ///< exact when tokenized, else the request's estimate
   std::vector<candidate_view> candidates;  ///< filled for dry runs only
 };
 
@@ -45,6 +46,7 @@ struct route_job {
   std::vector<std::uint32_t> excluded_workers;  ///< workers that already failed this request
   bool dry_run = false;                         ///< decide, but book nothing
   std::vector<std::uint64_t> sequence_hashes;   ///< the prompt's blocks (hasher)
+  std::uint32_t prompt_tokens = 0;              ///< exact length once tokenized; 0 = the request's estimate
   route_sink reply;
 };
 using route_job_ptr = std::shared_ptr<route_job>;

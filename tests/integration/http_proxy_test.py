@@ -3,6 +3,7 @@
 with real sockets. Usage: http_proxy_test.py PATH/TO/kvrouter"""
 import json
 import socket
+import subprocess
 import sys
 import time
 
@@ -179,6 +180,29 @@ try:
     f.check(decision["worker"] == first and decision["overlap_blocks"] == 4,
             f"approximate mode predicts the cache of the worker it chose ({decision['worker']}, {decision['overlap_blocks']} blocks)")
     router.stop()
+
+    # -- text prompts are tokenized with the set's tokenizer and route on their blocks
+    import os
+    qwen3 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".cache", "tokenizers", "qwen3",
+                         "tokenizer.json")
+    router = start_router([f"{a.url},id=a", f"{b.url},id=b"], "--no-kv-events", "--block-size", "16",
+                          "--tokenizer", qwen3)
+    text = "The router predicts which worker already holds the longest prefix of the prompt. " * 4
+    expected_tokens = len(json.loads(subprocess.run([kvrouter, "tokenize", "--tokenizer", qwen3], input=text,
+                                                    capture_output=True, text=True).stdout))
+    status, _, body = router.request("POST", "/v1/completions", {"model": "m", "prompt": text})
+    first = json.loads(body)["worker"]
+    status, _, body = router.request("POST", "/v1/completions", {"model": "m", "prompt": text},
+                                     {"x-kvrouter-dry-run": "1"})
+    decision = json.loads(body)
+    f.check(decision["prompt_tokens"] == expected_tokens and decision["worker"] == first
+            and decision["overlap_blocks"] == expected_tokens // 16,
+            f"a text prompt routes on its {expected_tokens} tokens ({decision['overlap_blocks']} cached blocks on {decision['worker']})")
+    router.stop()
+    status = subprocess.run([kvrouter, "--model", "m", "--worker", a.url, "--tokenizer", "/nonexistent.json", "--port", "0"],
+                            capture_output=True, text=True, timeout=20)
+    f.check(status.returncode == 2 and "cannot read tokenizer /nonexistent.json" in status.stderr,
+            "a set whose tokenizer cannot be loaded is refused with a clear message")
 
     # -- active health checks: a worker failing /health leaves selection and comes back
     router = start_router([f"{a.url},id=a", f"{b.url},id=b"], "--router-mode", "round-robin",

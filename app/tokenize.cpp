@@ -1,0 +1,57 @@
+/// `kvrouter tokenize --tokenizer PATH`: reads UTF-8 text on stdin, prints its token ids as one
+/// JSON array (no special tokens added), exactly as the router tokenizes prompts. Operators use
+/// it to see why a request did or did not hit an engine's cache.
+
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.hpp"
+#include "app/flags.hpp"
+#include "core/tokenizer.hpp"
+
+namespace kvr::cli {
+
+int run_tokenize(const std::vector<std::string>& args) {
+  std::string path;
+  flag_reader flags(args);
+  while (flags.next()) {
+    if (flags.name() == "-h" || flags.name() == "--help") {
+      std::cout << "Usage: kvrouter tokenize --tokenizer PATH/tokenizer.json < text.txt\n"
+                   "Prints the token ids of the UTF-8 text on stdin as one JSON array (no special tokens added).\n";
+      return 0;
+    }
+    auto value = flags.name() == "--tokenizer" ? flags.value() : std::nullopt;
+    if (!value) {
+      std::cerr << "kvrouter tokenize: expected --tokenizer PATH (see --help)\n";
+      return 2;
+    }
+    path = *value;
+  }
+  if (path.empty()) {
+    std::cerr << "kvrouter tokenize: --tokenizer PATH is required\n";
+    return 2;
+  }
+  std::ifstream file(path);
+  if (!file) {
+    std::cerr << "kvrouter tokenize: cannot read " << path << "\n";
+    return 2;
+  }
+  std::stringstream json_text;
+  json_text << file.rdbuf();
+  auto loaded = tokenizer::from_json(json_text.str());
+  if (!loaded) {
+    std::cerr << "kvrouter tokenize: " << path << ": " << loaded.error().message << "\n";
+    return 2;
+  }
+  const std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  std::vector<std::uint32_t> ids;
+  loaded->encode(text, ids);
+  std::cout << nlohmann::json(ids).dump() << "\n";
+  return 0;
+}
+
+}  // namespace kvr::cli
