@@ -63,6 +63,48 @@ struct merge {
   std::uint32_t merged = 0;
 };
 
+/// NFC of `text` into `out`; false (and `out` untouched) when `text` is already NFC by the
+/// quick test below. Only non-ASCII runs holding a code point from U+0300 up can change (code
+/// points below never decompose under NFC and never compose with what precedes them), and a
+/// boundary before an ASCII character is always stable, so each such run is normalized with
+/// the one character before it, and the rest is copied.
+bool nfc_into(std::string_view text, std::string& out) {
+  bool changed = false;
+  std::size_t copied = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t end = i;
+    bool may_change = false;
+    while (end < text.size() && static_cast<unsigned char>(text[end]) >= 0x80) {
+      // A lead byte of U+0300 or above: 0xCC..0xDF (two bytes from U+0300) or 0xE0 and up.
+      may_change |= static_cast<unsigned char>(text[end]) >= 0xCC;
+      ++end;
+    }
+    if (may_change) {
+      const std::size_t start = i > 0 ? i - 1 : i;  // the character a combining mark may join
+      if (!changed) {
+        out.clear();
+        changed = true;
+      }
+      out.append(text.substr(copied, start - copied));
+      utf8proc_uint8_t* normalized = nullptr;
+      const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data() + start),
+                                              static_cast<utf8proc_ssize_t>(end - start), &normalized,
+                                              static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+      if (n >= 0) out.append(reinterpret_cast<const char*>(normalized), static_cast<std::size_t>(n));
+      else out.append(text.substr(start, end - start));  // invalid UTF-8: kept as is
+      std::free(normalized);
+      copied = end;
+    }
+    i = end;
+  }
+  if (changed) out.append(text.substr(copied));
+  return changed;
+}
+
 }  // namespace
 
 struct tokenizer::tables {
@@ -296,23 +338,16 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
 
   auto encode_segment = [&](std::string_view segment) {
     if (segment.empty()) return;
-    if (t.nfc && std::any_of(segment.begin(), segment.end(), [](char ch) { return static_cast<unsigned char>(ch) >= 0x80; })) {
-      utf8proc_uint8_t* normalized = nullptr;
-      const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(segment.data()),
-                                              static_cast<utf8proc_ssize_t>(segment.size()), &normalized,
-                                              static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
-      if (n >= 0) {
-        c.normalized.assign(reinterpret_cast<const char*>(normalized), static_cast<std::size_t>(n));
-        std::free(normalized);
-        segment = c.normalized;
-      }  // invalid UTF-8: tokenized as is (PCRE2 below refuses nothing with NO_UTF_CHECK off)
-    }
+    if (t.nfc && nfc_into(segment, c.normalized)) segment = c.normalized;
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(segment.data());
     std::size_t position = 0;
     std::size_t gap_start = 0;
+    // PCRE2 validates the whole subject on every call unless told not to: check it once.
+    std::uint32_t options = 0;
     while (position <= segment.size()) {
-      const int rc = pcre2_match(t.pattern, subject, segment.size(), position, 0, c.match, nullptr);
+      const int rc = pcre2_match(t.pattern, subject, segment.size(), position, options, c.match, nullptr);
       if (rc < 0) break;  // no more matches (or invalid UTF-8: the rest is one piece)
+      options = PCRE2_NO_UTF_CHECK;
       const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(c.match);
       const std::size_t start = ovector[0], end = ovector[1];
       if (start > gap_start) encode_piece(segment.substr(gap_start, start - gap_start));
