@@ -1,20 +1,14 @@
 #include "core/router_file.hpp"
 
-#include <fstream>
-#include <sstream>
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "tests/core/test_files.hpp"
 
 namespace kvr {
 namespace {
 
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using kvr::testing::read_file;
 
 std::string error_of(std::string_view text) {
   auto file = parse_router_file(text);
@@ -22,7 +16,7 @@ std::string error_of(std::string_view text) {
 }
 
 TEST(router_file, the_documented_example_parses_with_every_field) {
-  auto file = parse_router_file(read(std::string(KVR_TEST_DATA_DIR) + "/../../docs/router.example.json"));
+  auto file = parse_router_file(read_file(std::string(KVR_TEST_DATA_DIR) + "/../../docs/router.example.json"));
   ASSERT_TRUE(file) << file.error().message;
   ASSERT_EQ(file->sets.size(), 1u);
   const worker_set_card& card = file->sets[0];

@@ -1,26 +1,20 @@
 #include "core/tokenizer.hpp"
 
-#include <fstream>
-#include <sstream>
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "tests/core/test_files.hpp"
 
 namespace kvr {
 namespace {
 
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using kvr::testing::read_file;
 
 const std::string qwen3_path = std::string(KVR_TOKENIZER_DIR) + "/qwen3/tokenizer.json";
 
 tokenizer& qwen3() {
   static tokenizer loaded = [] {
-    auto t = tokenizer::from_json(read(qwen3_path));
+    auto t = tokenizer::from_json(read_file(qwen3_path));
     if (!t) throw std::runtime_error(t.error().message);
     return std::move(*t);
   }();
@@ -28,8 +22,8 @@ tokenizer& qwen3() {
 }
 
 TEST(tokenizer, qwen3_matches_huggingface_tokenizers_on_every_corpus_text) {
-  const auto corpus = nlohmann::json::parse(read(std::string(KVR_TEST_DATA_DIR) + "/tokenizer/corpus.json"))["texts"];
-  const auto golden = nlohmann::json::parse(read(std::string(KVR_TEST_DATA_DIR) + "/tokenizer/qwen3_golden.json"))["ids"];
+  const auto corpus = nlohmann::json::parse(read_file(std::string(KVR_TEST_DATA_DIR) + "/tokenizer/corpus.json"))["texts"];
+  const auto golden = nlohmann::json::parse(read_file(std::string(KVR_TEST_DATA_DIR) + "/tokenizer/qwen3_golden.json"))["ids"];
   ASSERT_EQ(corpus.size(), golden.size());
   std::vector<std::uint32_t> ids;
   for (std::size_t i = 0; i < corpus.size(); ++i) {
@@ -60,7 +54,7 @@ TEST(tokenizer, unsupported_models_and_components_are_refused_by_name) {
   EXPECT_EQ(tokenizer::from_json("[]").error().message, "tokenizer.json is not a JSON object");
   EXPECT_EQ(tokenizer::from_json(R"({"model": {"type": "WordPiece"}})").error().message,
             "unsupported tokenizer model \"WordPiece\" (only byte-level BPE is)");
-  auto doc = nlohmann::json::parse(read(qwen3_path));
+  auto doc = nlohmann::json::parse(read_file(qwen3_path));
   doc["normalizer"] = {{"type", "NFKC"}};
   EXPECT_EQ(tokenizer::from_json(doc.dump()).error().message, "unsupported normalizer \"NFKC\" (NFC or none)");
   doc["normalizer"] = nullptr;
@@ -69,7 +63,7 @@ TEST(tokenizer, unsupported_models_and_components_are_refused_by_name) {
 }
 
 TEST(tokenizer, merges_as_strings_give_the_same_ids_as_merges_as_pairs) {
-  auto doc = nlohmann::json::parse(read(qwen3_path));
+  auto doc = nlohmann::json::parse(read_file(qwen3_path));
   for (auto& merge : doc["model"]["merges"]) merge = merge[0].get<std::string>() + " " + merge[1].get<std::string>();
   auto as_strings = tokenizer::from_json(doc.dump());
   ASSERT_TRUE(as_strings) << as_strings.error().message;
