@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <unordered_map>
 
@@ -275,27 +276,73 @@ std::optional<std::uint32_t> tokenizer::added_token_id(std::string_view content)
 
 namespace {
 
-/// BPE over one piece's bytes: repeatedly merge the adjacent pair of lowest rank.
+/// BPE over one piece's bytes: repeatedly merge the adjacent pair of lowest rank (the leftmost
+/// among equal ranks). Short pieces scan for the best pair, O(n^2) but allocation-free; long
+/// ones (a prompt of one 30 MB "word" must not take hours) use a heap over a linked list of
+/// symbols, O(n log n).
 void merge_piece(std::string_view piece, const std::array<std::uint32_t, 256>& byte_token, const flat_u64_map<merge>& merges,
                  std::vector<std::uint32_t>& symbols) {
   symbols.clear();
   for (char c : piece) symbols.push_back(byte_token[static_cast<std::uint8_t>(c)]);
-  while (symbols.size() > 1) {
-    std::uint32_t best_rank = UINT32_MAX;
-    std::size_t best = 0;
-    std::uint32_t merged = 0;
-    for (std::size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const merge* m = merges.find(pair_key(symbols[i], symbols[i + 1]));
-      if (m != nullptr && m->rank < best_rank) {
-        best_rank = m->rank;
-        best = i;
-        merged = m->merged;
+  if (symbols.size() <= 64) {
+    while (symbols.size() > 1) {
+      std::uint32_t best_rank = UINT32_MAX;
+      std::size_t best = 0;
+      std::uint32_t merged = 0;
+      for (std::size_t i = 0; i + 1 < symbols.size(); ++i) {
+        const merge* m = merges.find(pair_key(symbols[i], symbols[i + 1]));
+        if (m != nullptr && m->rank < best_rank) {
+          best_rank = m->rank;
+          best = i;
+          merged = m->merged;
+        }
       }
+      if (best_rank == UINT32_MAX) break;
+      symbols[best] = merged;
+      symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
     }
-    if (best_rank == UINT32_MAX) break;
-    symbols[best] = merged;
-    symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    return;
   }
+
+  const std::size_t n = symbols.size();
+  constexpr std::size_t none = SIZE_MAX;
+  std::vector<std::size_t> prev(n), next(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    prev[i] = i == 0 ? none : i - 1;
+    next[i] = i + 1 == n ? none : i + 1;
+  }
+  struct candidate {
+    std::uint32_t rank;
+    std::size_t left;  ///< position of the pair's left symbol (ties: leftmost first)
+    std::uint32_t left_id, right_id;
+    bool operator>(const candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+  };
+  std::vector<candidate> heap;
+  auto consider = [&](std::size_t left) {
+    if (left == none || next[left] == none) return;
+    if (const merge* m = merges.find(pair_key(symbols[left], symbols[next[left]])))
+      heap.push_back({m->rank, left, symbols[left], symbols[next[left]]}), std::push_heap(heap.begin(), heap.end(), std::greater<>{});
+  };
+  for (std::size_t i = 0; i + 1 < n; ++i) consider(i);
+  std::vector<bool> removed(n, false);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
+    const candidate c = heap.back();
+    heap.pop_back();
+    const std::size_t right = next[c.left];
+    // Stale: a merge since changed one of the two symbols.
+    if (removed[c.left] || right == none || symbols[c.left] != c.left_id || symbols[right] != c.right_id) continue;
+    symbols[c.left] = merges.find(pair_key(c.left_id, c.right_id))->merged;
+    removed[right] = true;
+    next[c.left] = next[right];
+    if (next[right] != none) prev[next[right]] = c.left;
+    consider(prev[c.left]);
+    consider(c.left);
+  }
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!removed[i]) symbols[out++] = symbols[i];
+  symbols.resize(out);
 }
 
 }  // namespace

@@ -33,6 +33,32 @@ TEST(tokenizer, qwen3_matches_huggingface_tokenizers_on_every_corpus_text) {
   }
 }
 
+TEST(tokenizer, a_huge_single_word_is_tokenized_without_quadratic_blowup) {
+  // One 4 MB run of letters is a single pre-token; the naive O(n^2) merge would take hours.
+  const std::string word(4u << 20, 'a');
+  std::vector<std::uint32_t> ids;
+  qwen3().encode(word, ids);
+  EXPECT_FALSE(ids.empty());
+  EXPECT_LT(ids.size(), word.size() / 4) << "merges happened";
+}
+
+TEST(tokenizer, long_pieces_merge_like_short_ones) {
+  // Pieces past 64 bytes take the heap path; repeating a word makes them long.
+  const auto corpus = nlohmann::json::parse(read_file(std::string(KVR_TEST_DATA_DIR) + "/tokenizer/corpus.json"))["texts"];
+  const auto golden = nlohmann::json::parse(read_file(std::string(KVR_TEST_DATA_DIR) + "/tokenizer/qwen3_golden.json"))["ids"];
+  std::size_t long_ones = 0;
+  std::vector<std::uint32_t> ids;
+  for (std::size_t i = 0; i < corpus.size(); ++i) {
+    const std::string text = corpus[i].get<std::string>();
+    if (text.size() <= 64) continue;
+    ++long_ones;
+    ids.clear();
+    qwen3().encode(text, ids);
+    EXPECT_EQ(ids, golden[i].get<std::vector<std::uint32_t>>()) << text.substr(0, 40);
+  }
+  EXPECT_GE(long_ones, 5u);
+}
+
 TEST(tokenizer, the_cache_gives_the_same_ids_the_second_time) {
   tokenizer t = qwen3().share();
   std::vector<std::uint32_t> first, second;
