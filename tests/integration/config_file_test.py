@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 
-from router_harness import Failures, Router, Worker
+from router_harness import BackgroundLoad, Failures, Router, Worker
 
 kvrouter = sys.argv[1]
 f = Failures()
@@ -89,16 +89,8 @@ try:
             f"round-robin and load-aware sets run no hashers and no KV subscriber ({pipelines})")
 
     # -- live edits, under load: requests keep succeeding throughout
-    import threading
     import time
-    statuses, stop_load = [], threading.Event()
-
-    def load():
-        while not stop_load.is_set():
-            statuses.append(router.chat(model="mb")[0])
-
-    loader = threading.Thread(target=load)
-    loader.start()
+    load = BackgroundLoad(router, "mb")
 
     def rewrite(document):
         time.sleep(0.05)
@@ -149,8 +141,7 @@ try:
     rewrite(without_a)
     f.check(wait_for_sets(lambda s: len(s) == 1) is not None and router.chat(model="ma")[0] == 404,
             "removing a set from the file stops serving its model")
-    stop_load.set()
-    loader.join()
+    statuses = load.stop()
     f.check(len(statuses) > 20 and set(statuses) == {200},
             f"no request failed during the reloads ({len(statuses)} requests, statuses {sorted(set(statuses))})")
     f.check(router.stop() == 0, "kvrouter stops cleanly")

@@ -14,10 +14,9 @@ import json
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-from router_harness import Failures, Router, Worker, free_port
+from router_harness import BackgroundLoad, Failures, Router, Worker, free_port
 
 kvrouter = sys.argv[1]
 f = Failures()
@@ -98,14 +97,7 @@ try:
     f.check(wait_for(lambda: len(sets()) == 2), "a card put later adds its set")
     f.check(not sets()[1]["uses_prefix_overlap"], "set-b is load-aware")
 
-    statuses, stop_load = [], threading.Event()
-
-    def load():
-        while not stop_load.is_set():
-            statuses.append(router.chat(model="mb")[0])
-
-    loader = threading.Thread(target=load)
-    loader.start()
+    load = BackgroundLoad(router, "mb")
     put("b", card("set-b", "mb", workers[1:], approximate))
     f.check(wait_for(lambda: sets()[1]["uses_prefix_overlap"] and sets()[1]["pipeline"]["hashers"] > 0),
             "rewriting the card turns set-b to approximate kv, with hashers")
@@ -120,10 +112,9 @@ try:
             "and back to load-aware stops its subscriber and hashers")
     put("b", card("set-b", "mb", workers[1:2], load_aware))  # w3 removed under load
     time.sleep(1.0)
-    after = len(statuses)
+    after = len(load.statuses)
     time.sleep(1.0)
-    stop_load.set()
-    loader.join()
+    statuses = load.stop()
     f.check(len(statuses) > 20 and set(statuses) == {200},
             f"no request failed while the set changed and lost a worker ({len(statuses)} requests, {sorted(set(statuses))})")
     recent = {json.loads(router.chat(model="mb")[2])["worker"] for _ in range(4)}

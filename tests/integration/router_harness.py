@@ -108,6 +108,26 @@ class Router:
         return self.proc.returncode
 
 
+class BackgroundLoad:
+    """Chat requests to `model` in a loop on a thread until stop(); `statuses` collects the answers."""
+
+    def __init__(self, router, model):
+        import threading
+        self.statuses = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(router, model))
+        self._thread.start()
+
+    def _run(self, router, model):
+        while not self._stop.is_set():
+            self.statuses.append(router.chat(model=model)[0])
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        return self.statuses
+
+
 class Failures:
     def __init__(self):
         self.items = []
