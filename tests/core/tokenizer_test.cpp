@@ -21,16 +21,25 @@ tokenizer& qwen3() {
   return loaded;
 }
 
-TEST(tokenizer, qwen3_matches_huggingface_tokenizers_on_every_corpus_text) {
+void expect_golden(tokenizer& t, const std::string& golden_file) {
   const auto corpus = nlohmann::json::parse(read_file(std::string(KVR_TEST_DATA_DIR) + "/tokenizer/corpus.json"))["texts"];
-  const auto golden = nlohmann::json::parse(read_file(std::string(KVR_TEST_DATA_DIR) + "/tokenizer/qwen3_golden.json"))["ids"];
+  const auto golden = nlohmann::json::parse(read_file(std::string(KVR_TEST_DATA_DIR) + "/tokenizer/" + golden_file))["ids"];
   ASSERT_EQ(corpus.size(), golden.size());
   std::vector<std::uint32_t> ids;
   for (std::size_t i = 0; i < corpus.size(); ++i) {
     ids.clear();
-    qwen3().encode(corpus[i].get<std::string>(), ids);
+    t.encode(corpus[i].get<std::string>(), ids);
     EXPECT_EQ(ids, golden[i].get<std::vector<std::uint32_t>>()) << "text " << i << ": " << corpus[i];
   }
+}
+
+TEST(tokenizer, qwen3_matches_huggingface_tokenizers_on_every_corpus_text) { expect_golden(qwen3(), "qwen3_golden.json"); }
+
+TEST(tokenizer, gpt2_with_string_merges_and_its_own_regex_matches_huggingface_tokenizers) {
+  auto gpt2 = tokenizer::from_json(read_file(std::string(KVR_TOKENIZER_DIR) + "/gpt2/tokenizer.json"));
+  ASSERT_TRUE(gpt2) << gpt2.error().message;
+  EXPECT_EQ(gpt2->added_token_id("<|endoftext|>"), 50256u);
+  expect_golden(*gpt2, "gpt2_golden.json");
 }
 
 TEST(tokenizer, a_huge_single_word_is_tokenized_without_quadratic_blowup) {
