@@ -147,11 +147,6 @@ std::string usage() {
       "       kvrouter kv-dump | kv-index ...             KV-event tools (see their --help)\n"
       "       kvrouter tokenize --tokenizer PATH          UTF-8 text on stdin -> token ids as one JSON array\n"
       "\n"
-      "Commands:\n"
-      "  describe                 print the effective router config and what it turns on, as JSON\n"
-      "  kv-dump                  print the KV-event batches an engine publishes, decoded (see kv-dump --help)\n"
-      "  kv-index                 subscribe to workers' KV events and print the prefix index built from them\n"
-      "\n"
       "Router options (the same names, with '_', are the keys of the config file's \"router\" object):\n";
   for (const knob_info& knob : knobs()) {
     const std::string left = fmt::format("{} {}", flag_for(knob.name), knob.value_hint);
