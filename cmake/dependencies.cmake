@@ -50,3 +50,7 @@ pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 add_library(kvr::pcre2 ALIAS PkgConfig::PCRE2)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 add_library(kvr::utf8proc ALIAS PkgConfig::UTF8PROC)
+
+# Images: stb_image (header-only) for PNG / JPEG / GIF / BMP headers, libwebp for WebP's.
+pkg_check_modules(WEBP REQUIRED IMPORTED_TARGET libwebp)
+add_library(kvr::webp ALIAS PkgConfig::WEBP)
