@@ -2,6 +2,8 @@
 
 #include "actors/etcd_source.hpp"
 
+#include "core/base64.hpp"
+
 #include <atomic>
 #include <condition_variable>
 #include <iostream>
@@ -14,7 +16,6 @@
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <openssl/evp.h>
 
 namespace kvr {
 namespace {
@@ -25,25 +26,14 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using json = nlohmann::json;
 
-std::string base64_encode(std::string_view in) {
-  std::string out(4 * ((in.size() + 2) / 3), '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
-  out.resize(static_cast<std::size_t>(n));
-  return out;
+std::string to_base64(std::string_view in) {
+  return kvr::base64_encode({reinterpret_cast<const std::uint8_t*>(in.data()), in.size()});
 }
 
-std::string base64_decode(std::string_view in) {
-  if (in.empty()) return {};
-  std::string out(3 * in.size() / 4 + 3, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
-  if (n < 0) throw std::runtime_error("invalid base64 from etcd");
-  std::size_t size = static_cast<std::size_t>(n);
-  // EVP_DecodeBlock counts the padding's zero bytes; drop them.
-  for (std::size_t i = in.size(); i > 0 && in[i - 1] == '='; --i) --size;
-  out.resize(size);
-  return out;
+std::string from_base64(std::string_view in) {
+  auto bytes = kvr::base64_decode(in);
+  if (!bytes) throw std::runtime_error("invalid base64 from etcd");
+  return {bytes->begin(), bytes->end()};
 }
 
 /// The end of the key range holding every key that starts with `prefix`.
@@ -111,7 +101,7 @@ struct etcd_source::impl {
     asio::io_context io;
     tcp::socket socket(io);
     connect(io, socket);
-    const json query{{"key", base64_encode(settings.prefix)}, {"range_end", base64_encode(range_end_of(settings.prefix))}};
+    const json query{{"key", to_base64(settings.prefix)}, {"range_end", to_base64(range_end_of(settings.prefix))}};
     http::write(socket, post("/v3/kv/range", query));
     beast::flat_buffer buffer;
     http::response<http::string_body> response;
@@ -120,7 +110,7 @@ struct etcd_source::impl {
     if (response.result() != http::status::ok) throw std::runtime_error(fmt::format("range answered {}", response.result_int()));
     const json answer = json::parse(response.body());
     for (const json& kv : answer.value("kvs", json::array()))
-      cards[base64_decode(kv.at("key").get<std::string>())] = base64_decode(kv.value("value", ""));
+      cards[from_base64(kv.at("key").get<std::string>())] = from_base64(kv.value("value", ""));
     return std::stoull(answer.at("header").at("revision").get<std::string>());
   }
 
@@ -129,8 +119,8 @@ struct etcd_source::impl {
     tcp::socket socket(io);
     connect(io, socket);
     const json create{{"create_request",
-                       {{"key", base64_encode(settings.prefix)},
-                        {"range_end", base64_encode(range_end_of(settings.prefix))},
+                       {{"key", to_base64(settings.prefix)},
+                        {"range_end", to_base64(range_end_of(settings.prefix))},
                         {"start_revision", std::to_string(from_revision)}}}};
     http::write(socket, post("/v3/watch", create));
     beast::flat_buffer buffer;
@@ -157,9 +147,9 @@ struct etcd_source::impl {
           throw std::runtime_error("watch cancelled");
         if (!result.contains("events")) continue;
         for (const json& event : result["events"]) {
-          const std::string key = base64_decode(event.at("kv").at("key").get<std::string>());
+          const std::string key = from_base64(event.at("kv").at("key").get<std::string>());
           if (event.value("type", "PUT") == "DELETE") cards.erase(key);
-          else cards[key] = base64_decode(event.at("kv").value("value", ""));
+          else cards[key] = from_base64(event.at("kv").value("value", ""));
         }
         on_change(cards);
       }

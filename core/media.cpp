@@ -1,25 +1,15 @@
 #include "core/media.hpp"
 
+#include "core/base64.hpp"
+
 #include <cfenv>
 #include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 #include <webp/decode.h>
 #include <xxhash.h>
 
-// stb_image reads the PNG / JPEG / GIF / BMP headers; this is its one implementation unit.
-#define STB_IMAGE_IMPLEMENTATION
-#define STBI_ONLY_PNG
-#define STBI_ONLY_JPEG
-#define STBI_ONLY_GIF
-#define STBI_ONLY_BMP
-#define STBI_NO_STDIO
-#define STBI_NO_LINEAR
-#define STBI_NO_HDR
-#define STBI_ASSERT(x) ((void)0)
-#include <stb/stb_image.h>
 
 namespace kvr {
 namespace {
@@ -38,6 +28,45 @@ std::expected<image_format, dims_error> sniff(std::span<const std::uint8_t> byte
   if (starts_with(bytes, "RIFF") && bytes.size() >= 12 && std::memcmp(bytes.data() + 8, "WEBP", 4) == 0)
     return image_format::webp;
   return std::unexpected(dims_error::not_an_image);
+}
+
+std::uint32_t be16(const std::uint8_t* p) { return (std::uint32_t{p[0]} << 8) | p[1]; }
+std::uint32_t be32(const std::uint8_t* p) { return (be16(p) << 16) | be16(p + 2); }
+std::uint32_t le16(const std::uint8_t* p) { return (std::uint32_t{p[1]} << 8) | p[0]; }
+std::uint32_t le32(const std::uint8_t* p) { return (le16(p + 2) << 16) | le16(p); }
+
+/// The dimensions a header holds at fixed offsets, once `needed` bytes are there.
+std::expected<image_dims, dims_error> fixed_header(std::span<const std::uint8_t> bytes, bool complete, std::size_t needed,
+                                                   auto read) {
+  if (bytes.size() < needed) return std::unexpected(complete ? dims_error::not_an_image : dims_error::need_more_bytes);
+  return read(bytes.data());
+}
+
+/// JPEG: walk the marker segments to the first frame header (SOF0..SOF15 but DHT, JPG, DAC),
+/// which holds height and width. Segments are skipped by their length; nothing else is read.
+/// (stb_image's header reader, used at first, builds Huffman tables on the way and wrote out of
+/// bounds on a fuzzed file.)
+std::expected<image_dims, dims_error> jpeg_dims(std::span<const std::uint8_t> bytes, bool complete) {
+  const auto more = [&] { return std::unexpected(complete ? dims_error::not_an_image : dims_error::need_more_bytes); };
+  std::size_t at = 2;  // after SOI
+  for (;;) {
+    while (at < bytes.size() && bytes[at] != 0xff) ++at;   // tolerate fill bytes between segments
+    while (at < bytes.size() && bytes[at] == 0xff) ++at;   // and repeated 0xff
+    if (at >= bytes.size()) return more();
+    const std::uint8_t marker = bytes[at++];
+    if (marker == 0xd8 || marker == 0x01 || (marker >= 0xd0 && marker <= 0xd7)) continue;  // no length
+    if (marker == 0xd9 || marker == 0xda) return std::unexpected(dims_error::not_an_image);  // EOI / SOS before a frame
+    if (at + 2 > bytes.size()) return more();
+    const std::uint32_t length = be16(&bytes[at]);
+    if (length < 2) return std::unexpected(dims_error::not_an_image);
+    const bool frame = marker >= 0xc0 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc;
+    if (frame) {
+      if (length < 7) return std::unexpected(dims_error::not_an_image);
+      if (at + 7 > bytes.size()) return more();
+      return image_dims{be16(&bytes[at + 5]), be16(&bytes[at + 3]), image_format::jpeg};
+    }
+    at += length;
+  }
 }
 
 /// Python's round(): halves to even (the default floating-point rounding mode).
@@ -59,19 +88,40 @@ std::string_view to_string(image_format format) {
 std::expected<image_dims, dims_error> image_dimensions(std::span<const std::uint8_t> bytes, bool complete) {
   auto format = sniff(bytes, complete);
   if (!format) return std::unexpected(format.error());
-  int width = 0, height = 0;
-  if (*format == image_format::webp) {
-    if (!WebPGetInfo(bytes.data(), bytes.size(), &width, &height))
-      return std::unexpected(complete || bytes.size() >= 64 ? dims_error::not_an_image : dims_error::need_more_bytes);
-  } else {
-    int components = 0;
-    if (bytes.size() > static_cast<std::size_t>(INT32_MAX) ||
-        !stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &width, &height, &components))
-      // A JPEG's frame header may sit behind long metadata: only the whole file proves it corrupt.
-      return std::unexpected(complete ? dims_error::not_an_image : dims_error::need_more_bytes);
+  std::expected<image_dims, dims_error> dims = std::unexpected(dims_error::not_an_image);
+  switch (*format) {
+    case image_format::png:  // signature, IHDR length and type, then width and height
+      dims = fixed_header(bytes, complete, 24, [](const std::uint8_t* p) -> std::expected<image_dims, dims_error> {
+        if (std::memcmp(p + 12, "IHDR", 4) != 0) return std::unexpected(dims_error::not_an_image);
+        return image_dims{be32(p + 16), be32(p + 20), image_format::png};
+      });
+      break;
+    case image_format::gif:  // logical screen descriptor
+      dims = fixed_header(bytes, complete, 10, [](const std::uint8_t* p) -> std::expected<image_dims, dims_error> {
+        return image_dims{le16(p + 6), le16(p + 8), image_format::gif};
+      });
+      break;
+    case image_format::bmp:  // file header, then a DIB header: OS/2 (16-bit sides) or Windows (32-bit, signed)
+      dims = fixed_header(bytes, complete, 26, [](const std::uint8_t* p) -> std::expected<image_dims, dims_error> {
+        if (le32(p + 14) == 12) return image_dims{le16(p + 18), le16(p + 20), image_format::bmp};
+        const auto height = static_cast<std::int32_t>(le32(p + 22));  // negative: stored top-down
+        return image_dims{le32(p + 18), static_cast<std::uint32_t>(height < 0 ? -static_cast<std::int64_t>(height) : height),
+                          image_format::bmp};
+      });
+      break;
+    case image_format::jpeg: dims = jpeg_dims(bytes, complete); break;
+    case image_format::webp: {
+      int width = 0, height = 0;
+      if (WebPGetInfo(bytes.data(), bytes.size(), &width, &height))
+        dims = image_dims{static_cast<std::uint32_t>(width), static_cast<std::uint32_t>(height), image_format::webp};
+      else
+        dims = std::unexpected(complete || bytes.size() >= 64 ? dims_error::not_an_image : dims_error::need_more_bytes);
+      break;
+    }
   }
-  if (width <= 0 || height <= 0) return std::unexpected(dims_error::not_an_image);
-  return image_dims{static_cast<std::uint32_t>(width), static_cast<std::uint32_t>(height), *format};
+  if (dims && (dims->width == 0 || dims->height == 0 || dims->width > (1u << 30) || dims->height > (1u << 30)))
+    return std::unexpected(dims_error::not_an_image);
+  return dims;
 }
 
 std::expected<std::uint32_t, std::string> placeholder_tokens(const multimodal_card& card, image_dims dims) {
@@ -110,14 +160,11 @@ std::expected<data_uri, std::string> decode_data_uri(std::string_view uri, std::
   std::size_t take = std::min(payload.size(), groups_needed * 4);
   take -= take % 4;
   out.complete = take == payload.size();
-  if (payload.size() % 4 != 0 && out.complete) return std::unexpected("base64 payload length is not a multiple of 4");
-  out.bytes.resize(take / 4 * 3);
-  const int n = EVP_DecodeBlock(out.bytes.data(), reinterpret_cast<const unsigned char*>(payload.data()), static_cast<int>(take));
-  if (n < 0) return std::unexpected("invalid base64 in the data: URI");
-  std::size_t size = static_cast<std::size_t>(n);
-  if (out.complete)  // EVP_DecodeBlock counts the padding's zero bytes
-    for (std::size_t i = payload.size(); i > 0 && payload[i - 1] == '='; --i) --size;
-  out.bytes.resize(std::min(size, out.complete ? size : max_bytes));
+  if (out.complete && payload.size() % 4 != 0) return std::unexpected("base64 payload length is not a multiple of 4");
+  auto decoded = base64_decode(payload.substr(0, take));
+  if (!decoded) return std::unexpected("invalid base64 in the data: URI");
+  out.bytes = std::move(*decoded);
+  if (!out.complete && out.bytes.size() > max_bytes) out.bytes.resize(max_bytes);
   return out;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 /// Images as routing sees them: dimensions from a file's first bytes (PNG, JPEG including
-/// progressive, GIF, BMP, WebP), the placeholder-token count they turn into for a model family,
+/// progressive, GIF, BMP read at their documented offsets; WebP through libwebp), the placeholder-token count they turn into for a model family,
 /// and the 64-bit image hash mixed into the blocks they cover (docs/architecture.md §4).
 
 #include <cstdint>

@@ -89,6 +89,14 @@ TEST(media, a_short_prefix_asks_for_more_bytes_and_garbage_is_not_an_image) {
   EXPECT_EQ(image_dimensions(std::span(file).first(20), true).error(), dims_error::not_an_image);
 }
 
+TEST(media, a_jpeg_whose_tables_broke_stb_image_is_read_safely) {
+  // Found by tests/fuzz (media): stb_image's header reader built this file's Huffman table out
+  // of bounds. kvrouter's own reader skips the table by its length.
+  const std::vector<std::uint8_t> file{255, 216, 255, 196, 47, 194, 0, 17, 61, 39, 8, 34, 0, 2, 17, 1, 3, 0, 100};
+  EXPECT_FALSE(image_dimensions(file, true));
+  EXPECT_EQ(image_dimensions(file, false).error(), dims_error::need_more_bytes);
+}
+
 TEST(media, qwen2_vl_token_counts_follow_smart_resize) {
   const multimodal_card card;  // patch 14, merge 2, min 56*56, max 14*14*4*1280
   struct row {
@@ -126,6 +134,7 @@ TEST(media, data_uris_decode_only_as_far_as_asked) {
   EXPECT_FALSE(decode_data_uri("data:image/png,rawbytes", 10));
   EXPECT_FALSE(decode_data_uri("http://x/y.png", 10));
   EXPECT_FALSE(decode_data_uri("data:image/png;base64,@@@@", 10));
+  EXPECT_FALSE(decode_data_uri("data:;base64,====", 10)) << "found by tests/fuzz: four '=' once wrapped the size";
 }
 
 TEST(media, image_hashes_tell_images_apart) {
