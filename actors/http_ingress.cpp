@@ -206,7 +206,10 @@ class session : public std::enable_shared_from_this<session> {
     job->reply = [self = shared_from_this(), executor = client_.get_executor()](route_decision decision) {
       asio::post(executor, [self, decision = std::move(decision)]() mutable { self->on_decision(std::move(decision)); });
     };
-    if (!set_->hashers.empty())  // the hasher hashes what it can (token ids, or text with a tokenizer)
+    // Only prompts the hasher can hash take the extra hop: token ids, or text when the set has a
+    // tokenizer. Chat requests route on load until chat templates land.
+    const bool hashable = !routing_->prompt_token_ids.empty() || (set_->hashes_text && !routing_->prompt_text.empty());
+    if (!set_->hashers.empty() && hashable)
       caf::anon_send(set_->hashers[request_id_ % set_->hashers.size()], std::move(job));
     else
       caf::anon_send(set_->scorer, std::move(job));

@@ -18,6 +18,7 @@
 
 #include "core/kv_event.hpp"
 #include "core/seq_tracker.hpp"
+#include "core/worker_spec.hpp"
 #include "messages/kv_messages.hpp"
 
 namespace kvr {
@@ -30,6 +31,12 @@ struct kv_publisher {
   std::string replay_endpoint;  ///< the engine's ROUTER replay endpoint; empty = none
   std::string topic;            ///< subscription prefix (connect) or source prefix (bind)
 };
+
+/// A publisher of a worker spec, as index id `index` of its set.
+inline kv_publisher to_kv_publisher(const publisher_spec& spec, worker_id index) {
+  return {.worker = index, .name = spec.name, .endpoint = spec.endpoint, .replay_endpoint = spec.replay_endpoint,
+          .topic = spec.topic};
+}
 
 struct kv_subscriber_settings {
   std::vector<kv_publisher> publishers;

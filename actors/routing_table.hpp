@@ -33,6 +33,7 @@ struct worker_set_route {
   std::vector<worker_target> workers;
   scorer_actor scorer;
   std::vector<hasher_actor> hashers;  ///< empty: the set does not score prefix overlap
+  bool hashes_text = false;           ///< the hashers have a tokenizer (text prompts can be hashed)
   std::shared_ptr<scorer_snapshot_cell> snapshot;
   /// Routing decisions in flight (ingress bounds it; beyond, 503 at once).
   std::shared_ptr<std::atomic<std::uint32_t>> routing_in_flight = std::make_shared<std::atomic<std::uint32_t>>(0);

@@ -46,8 +46,7 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
   if (should_subscribe_to_kv_events(config)) {
     for (const publisher_spec& p : expand_publishers(card.workers)) {
       if (p.endpoint.empty() && serve.kv_bind.empty()) continue;  // this worker publishes no events
-      publishers.push_back({.worker = static_cast<worker_id>(publishers.size()), .name = p.name, .endpoint = p.endpoint,
-                            .replay_endpoint = p.replay_endpoint, .topic = p.topic});
+      publishers.push_back(to_kv_publisher(p, static_cast<worker_id>(publishers.size())));
       scorer_config.publisher_worker.push_back(p.worker);
       scorer_config.publisher_names.push_back(p.name);
     }
@@ -70,6 +69,7 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
       if (!loaded)
         return std::unexpected(fmt::format("worker set {}: tokenizer {}: {}", card.name, card.tokenizer, loaded.error().message));
       text_tokenizer.emplace(std::move(*loaded));
+      set.hashes_text = true;
     }
     for (std::size_t i = 0; i < std::max<std::size_t>(serve.hashers, 1); ++i)
       set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, text_tokenizer ? &*text_tokenizer : nullptr));
@@ -248,12 +248,8 @@ struct watcher_state {
     const file_stamp_t now = file_stamp(settings.config_path);
     if (!now.readable || now == stamp) return;
     stamp = now;
-    std::ifstream in(settings.config_path);
-    std::stringstream text;
-    text << in.rdbuf();
-    auto next = parse_router_file(text.str());
-    const std::string error =
-        next ? apply(*next, "config reloaded") : fmt::format("{}: {}", settings.config_path, next.error().message);
+    auto next = load_router_file(settings.config_path);
+    const std::string error = next ? apply(*next, "config reloaded") : next.error();
     if (!error.empty()) std::cerr << "kvrouter: config change rejected, keeping the last good config: " << error << "\n";
   }
 };
@@ -285,6 +281,16 @@ watcher_actor::behavior_type watcher(watcher_actor::stateful_pointer<watcher_sta
 }
 
 }  // namespace
+
+std::expected<router_file, std::string> load_router_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::unexpected(fmt::format("cannot read {}", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto file = parse_router_file(text.str());
+  if (!file) return std::unexpected(fmt::format("{}: {}", path, file.error().message));
+  return *file;
+}
 
 watcher_actor spawn_watcher(caf::actor_system& system, watcher_settings settings) {
   return system.spawn(watcher, &system, std::move(settings));

@@ -6,6 +6,7 @@
 /// immutable routing table for ingress to swap in (docs/configuration.md).
 
 #include <chrono>
+#include <expected>
 #include <functional>
 #include <memory>
 #include <string>
@@ -43,5 +44,8 @@ using watcher_actor = caf::typed_actor<
     caf::reacts_to<tick_atom>>;
 
 watcher_actor spawn_watcher(caf::actor_system& system, watcher_settings settings);
+
+/// Reads and parses a config file; the error names the file.
+[[nodiscard]] std::expected<router_file, std::string> load_router_file(const std::string& path);
 
 }  // namespace kvr

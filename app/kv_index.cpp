@@ -51,8 +51,7 @@ nlohmann::json to_json(const kv_publisher_stats& s) {
 std::vector<kv_publisher> expand(const std::vector<worker_spec>& workers) {
   std::vector<kv_publisher> publishers;
   for (const publisher_spec& p : expand_publishers(workers))
-    publishers.push_back({.worker = static_cast<worker_id>(publishers.size()), .name = p.name, .endpoint = p.endpoint,
-                          .replay_endpoint = p.replay_endpoint, .topic = p.topic});
+    publishers.push_back(to_kv_publisher(p, static_cast<worker_id>(publishers.size())));
   return publishers;
 }
 

@@ -3,10 +3,8 @@
 /// actor, which builds every set's pipeline from its effective config (actors/watcher.hpp).
 
 #include <csignal>
-#include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -40,13 +38,7 @@ std::expected<router_file, std::string> load_sets(const options& options) {
   if (!serve.config_path.empty()) {
     if (options.router_flags_given || !serve.model.empty() || !serve.workers.empty())
       return std::unexpected("with --config, models, workers and router options come from the file");
-    std::ifstream in(serve.config_path);
-    if (!in) return std::unexpected(fmt::format("cannot read {}", serve.config_path));
-    std::stringstream text;
-    text << in.rdbuf();
-    auto file = parse_router_file(text.str());
-    if (!file) return std::unexpected(fmt::format("{}: {}", serve.config_path, file.error().message));
-    return *file;
+    return load_router_file(serve.config_path);
   }
   if (serve.model.empty()) return std::unexpected("--model is required to serve (the name clients put in \"model\")");
   if (serve.workers.empty()) return std::unexpected("at least one --worker is required to serve");
