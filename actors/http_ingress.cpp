@@ -16,6 +16,7 @@
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include "core/openai.hpp"
 
@@ -29,6 +30,15 @@ using tcp = asio::ip::tcp;
 
 constexpr const char* dry_run_header = "x-kvrouter-dry-run";
 constexpr std::size_t max_idle_per_worker = 64;
+
+/// Which hasher of the set's pool takes a request. A chat goes by its first bytes (its system
+/// prompt and first turn), so every turn of a conversation meets the hasher whose segment cache
+/// already holds the earlier messages; other prompts spread round-robin.
+std::size_t hasher_for(const routing_request& request, std::uint64_t request_id, std::size_t hashers) {
+  const std::string& messages = request.chat.messages_json;
+  if (messages.empty()) return request_id % hashers;
+  return XXH3_64bits(messages.data(), std::min<std::size_t>(messages.size(), 256)) % hashers;
+}
 
 /// Counters for /metrics, shared by all I/O threads.
 struct ingress_counters {
@@ -206,11 +216,13 @@ class session : public std::enable_shared_from_this<session> {
     job->reply = [self = shared_from_this(), executor = client_.get_executor()](route_decision decision) {
       asio::post(executor, [self, decision = std::move(decision)]() mutable { self->on_decision(std::move(decision)); });
     };
-    // Only prompts the hasher can hash take the extra hop: token ids, or text when the set has a
-    // tokenizer. Chat requests route on load until chat templates land.
-    const bool hashable = !routing_->prompt_token_ids.empty() || (set_->hashes_text && !routing_->prompt_text.empty());
+    // Only prompts the hasher can hash take the extra hop: token ids, text when the set has a
+    // tokenizer, chats when it also has a chat template.
+    const bool hashable = !routing_->prompt_token_ids.empty() ||
+                          (set_->hashes_text && !routing_->prompt_text.empty()) ||
+                          (set_->hashes_chat && routing_->endpoint == api_endpoint::chat_completions);
     if (!set_->hashers.empty() && hashable)
-      caf::anon_send(set_->hashers[request_id_ % set_->hashers.size()], std::move(job));
+      caf::anon_send(set_->hashers[hasher_for(*routing_, request_id_, set_->hashers.size())], std::move(job));
     else
       caf::anon_send(set_->scorer, std::move(job));
   }
@@ -594,6 +606,22 @@ std::string http_ingress::impl::metrics_text() {
   for (const worker_set_route& set : table->sets)
     out += fmt::format("kvrouter_set_kv_batches_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
                        set.snapshot->load()->kv_batches);
+  auto hasher_family = [&](std::string_view name, std::string_view help, auto value_of) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
+    for (const worker_set_route& set : table->sets)
+      if (set.hashing)
+        out += fmt::format("{}{{set=\"{}\",model=\"{}\"}} {}\n", name, set.name, set.model, value_of(*set.hashing));
+  };
+  hasher_family("kvrouter_set_prompts_tokenized_total", "Text and chat prompts tokenized.",
+                [](const hasher_counters& c) { return c.prompts_tokenized.load(); });
+  hasher_family("kvrouter_set_chats_rendered_total", "Chat requests rendered with the set's chat template.",
+                [](const hasher_counters& c) { return c.chats_rendered.load(); });
+  hasher_family("kvrouter_set_chat_render_errors_total", "Chat requests the template refused (routed on load).",
+                [](const hasher_counters& c) { return c.chat_render_errors.load(); });
+  hasher_family("kvrouter_set_segment_cache_hits_total", "Prompt segments whose token ids were reused.",
+                [](const hasher_counters& c) { return c.segment_cache_hits.load(); });
+  hasher_family("kvrouter_set_segment_cache_misses_total", "Prompt segments tokenized afresh (128 bytes or more).",
+                [](const hasher_counters& c) { return c.segment_cache_misses.load(); });
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/hasher.hpp"
 #include "actors/scorer.hpp"
 #include "core/router_config.hpp"
 
@@ -34,6 +35,8 @@ struct worker_set_route {
   scorer_actor scorer;
   std::vector<hasher_actor> hashers;  ///< empty: the set does not score prefix overlap
   bool hashes_text = false;           ///< the hashers have a tokenizer (text prompts can be hashed)
+  bool hashes_chat = false;           ///< ... and a chat template (chat requests can be hashed)
+  std::shared_ptr<kvr::hasher_counters> hashing;  ///< the hashers' counters; null when the set has none
   std::shared_ptr<scorer_snapshot_cell> snapshot;
   /// Routing decisions in flight (ingress bounds it; beyond, 503 at once).
   std::shared_ptr<std::atomic<std::uint32_t>> routing_in_flight = std::make_shared<std::atomic<std::uint32_t>>(0);

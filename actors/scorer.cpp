@@ -192,46 +192,10 @@ scorer_actor::behavior_type scorer(scorer_actor::stateful_pointer<scorer_state> 
   };
 }
 
-struct hasher_state {
-  std::optional<tokenizer> text_tokenizer;  ///< shares the set's tables, owns its cache
-  std::vector<std::uint32_t> tokens;        ///< reused per request
-  std::vector<std::uint64_t> local;
-};
-
-hasher_actor::behavior_type hasher(hasher_actor::stateful_pointer<hasher_state> self, scorer_actor scorer,
-                                   std::uint32_t block_size, std::shared_ptr<tokenizer> own_tokenizer) {
-  if (own_tokenizer) self->state.text_tokenizer.emplace(std::move(*own_tokenizer));
-  return {
-      [self, scorer, block_size](const route_job_ptr& job) {
-        auto& s = self->state;
-        const routing_request& request = *job->request;
-        const std::vector<std::uint32_t>* tokens = &request.prompt_token_ids;
-        if (tokens->empty() && !request.prompt_text.empty() && s.text_tokenizer) {
-          s.tokens.clear();
-          s.text_tokenizer->encode(request.prompt_text, s.tokens);
-          job->prompt_tokens = static_cast<std::uint32_t>(s.tokens.size());
-          tokens = &s.tokens;
-        }
-        if (!tokens->empty()) {
-          compute_local_hashes(*tokens, block_size, {}, {}, s.local);
-          compute_sequence_hashes(s.local, job->sequence_hashes);
-        }
-        self->send(scorer, job);
-      },
-  };
-}
-
 }  // namespace
 
 scorer_actor spawn_scorer(caf::actor_system& system, scorer_settings settings) {
   return system.spawn(scorer, std::move(settings));
-}
-
-hasher_actor spawn_hasher(caf::actor_system& system, scorer_actor scorer, std::uint32_t block_size,
-                          const tokenizer* set_tokenizer) {
-  // share() copies no tables: every hasher of the set reads the same ones.
-  auto own = set_tokenizer != nullptr ? std::make_shared<tokenizer>(set_tokenizer->share()) : nullptr;
-  return system.spawn(hasher, std::move(scorer), block_size, std::move(own));
 }
 
 }  // namespace kvr

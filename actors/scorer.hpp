@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "core/router_config.hpp"
-#include "core/tokenizer.hpp"
 #include "messages/scorer_actor.hpp"
 
 namespace kvr {
@@ -72,9 +71,5 @@ struct scorer_settings {
 /// Spawns a scorer for one worker set.
 scorer_actor spawn_scorer(caf::actor_system& system, scorer_settings settings);
 
-/// Spawns one hasher of a set's pool: it hashes token-id prompts, and text prompts when the set
-/// has a tokenizer (`tokenizer`: the set's, shared read-only; the hasher keeps its own cache).
-hasher_actor spawn_hasher(caf::actor_system& system, scorer_actor scorer, std::uint32_t block_size,
-                          const tokenizer* set_tokenizer);
 
 }  // namespace kvr

@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "actors/hasher.hpp"
 #include "actors/kv_subscriber.hpp"
 #include "actors/scorer.hpp"
 
@@ -24,6 +25,36 @@ struct running_set {
   std::optional<kv_subscriber> subscriber;
   std::unique_ptr<health_checker> health;
 };
+
+/// The set's tokenizer and chat template: loaded once, shared read-only by its hashers.
+std::expected<hasher_resources, std::string> load_hasher_resources(const worker_set_card& card) {
+  hasher_resources resources;
+  if (!card.tokenizer.empty()) {
+    std::ifstream in(card.tokenizer);
+    if (!in) return std::unexpected(fmt::format("worker set {}: cannot read tokenizer {}", card.name, card.tokenizer));
+    std::stringstream text;
+    text << in.rdbuf();
+    auto loaded = tokenizer::from_json(text.str());
+    if (!loaded)
+      return std::unexpected(fmt::format("worker set {}: tokenizer {}: {}", card.name, card.tokenizer, loaded.error().message));
+    resources.text_tokenizer = std::make_shared<const tokenizer>(std::move(*loaded));
+  }
+  if (!card.tokenizer_config.empty()) {
+    auto chat = chat_template::load(card.tokenizer_config);
+    if (chat) {
+      resources.chat = std::make_shared<const chat_template>(std::move(*chat));
+    } else if (card.chat_template_fallback_concat) {
+      std::cerr << "kvrouter: warning: worker set " << card.name << ": " << chat.error()
+                << "; chat requests are rendered as plain 'role: content' lines (chat_template_fallback: concat)\n";
+    } else {
+      return std::unexpected(fmt::format("worker set {}: {} (set chat_template_fallback to \"concat\" to route on "
+                                         "plain 'role: content' lines instead)",
+                                         card.name, chat.error()));
+    }
+  }
+  resources.chat_plain_fallback = !resources.chat && card.chat_template_fallback_concat;
+  return resources;
+}
 
 std::expected<void, std::string> start_set(caf::actor_system& system, const router_file& file,
                                            const worker_set_card& card, const pipeline_settings& serve, running_set& out) {
@@ -58,21 +89,13 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
   set.snapshot = scorer_config.snapshot;
   set.scorer = spawn_scorer(system, scorer_config);
   if (uses_prefix_overlap(config)) {
-    // The set's tokenizer: loaded once, shared read-only by its hashers.
-    std::optional<tokenizer> text_tokenizer;
-    if (!card.tokenizer.empty()) {
-      std::ifstream in(card.tokenizer);
-      if (!in) return std::unexpected(fmt::format("worker set {}: cannot read tokenizer {}", card.name, card.tokenizer));
-      std::stringstream text;
-      text << in.rdbuf();
-      auto loaded = tokenizer::from_json(text.str());
-      if (!loaded)
-        return std::unexpected(fmt::format("worker set {}: tokenizer {}: {}", card.name, card.tokenizer, loaded.error().message));
-      text_tokenizer.emplace(std::move(*loaded));
-      set.hashes_text = true;
-    }
+    auto resources = load_hasher_resources(card);
+    if (!resources) return std::unexpected(resources.error());
+    set.hashes_text = resources->text_tokenizer != nullptr;
+    set.hashes_chat = resources->hashes_chat();
+    set.hashing = resources->counters;
     for (std::size_t i = 0; i < std::max<std::size_t>(serve.hashers, 1); ++i)
-      set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, text_tokenizer ? &*text_tokenizer : nullptr));
+      set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, *resources));
   }
   if (serve.health.interval.count() > 0) {
     std::vector<health_target> targets;
@@ -137,6 +160,8 @@ class set_registry {
       table->sets.push_back(set.route);
       // What actually runs, beside what the config says should.
       sets["sets"][i]["pipeline"] = {{"hashers", set.route.hashers.size()},
+                                     {"hashes_text", set.route.hashes_text},
+                                     {"hashes_chat", set.route.hashes_chat},
                                      {"kv_subscriber", set.subscriber.has_value()},
                                      {"kv_publishers", set.subscriber ? set.subscriber->stats().size() : 0},
                                      {"health_checks", set.health != nullptr}};

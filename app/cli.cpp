@@ -53,6 +53,16 @@ std::optional<std::expected<void, std::string>> parse_serve_flag(serve_options& 
     serve.tokenizer_path = value;
     return std::expected<void, std::string>{};
   }
+  if (flag == "--tokenizer-config") {
+    serve.tokenizer_config_path = value;
+    return std::expected<void, std::string>{};
+  }
+  if (flag == "--chat-template-fallback") {
+    if (value != "none" && value != "concat")
+      return std::unexpected("--chat-template-fallback takes none or concat (got " + value + ")");
+    serve.chat_template_fallback_concat = value == "concat";
+    return std::expected<void, std::string>{};
+  }
   if (flag == "--etcd") {
     serve.etcd_url = value;
     return std::expected<void, std::string>{};
@@ -146,6 +156,8 @@ std::string usage() {
       "       kvrouter describe [router options]          print the effective config and what it turns on\n"
       "       kvrouter kv-dump | kv-index ...             KV-event tools (see their --help)\n"
       "       kvrouter tokenize --tokenizer PATH          UTF-8 text on stdin -> token ids as one JSON array\n"
+      "       kvrouter render-chat --tokenizer-config PATH [--tokenize --tokenizer PATH]\n"
+      "                                                   OpenAI messages on stdin -> the prompt the chat template renders\n"
       "\n"
       "Router options (the same names, with '_', are the keys of the config file's \"router\" object):\n";
   for (const knob_info& knob : knobs()) {
@@ -165,6 +177,10 @@ std::string usage() {
       "                                    repeat for each worker (kv= is the engine's KV-event publisher)\n"
       "  --tokenizer PATH                  the set's HuggingFace tokenizer.json: text prompts are tokenized to\n"
       "                                    route on the blocks the engines cache (kv mode)\n"
+      "  --tokenizer-config PATH           the set's tokenizer_config.json (or a .jinja file): chat requests are\n"
+      "                                    rendered with its chat template, as the engines do, then tokenized\n"
+      "  --chat-template-fallback MODE     none (default: a template that fails to load refuses the set) or\n"
+      "                                    concat (render chats as plain 'role: content' lines instead)\n"
       "  --host ADDRESS                    listen address (default 0.0.0.0)\n"
       "  --port PORT                       listen port (default 8080; 0 = any free port, printed at start)\n"
       "  --threads N                       HTTP I/O threads (default: one per core)\n"

@@ -33,6 +33,8 @@ struct serve_options {
   std::uint32_t health_successes = 1;
   std::uint32_t index_grace_secs = 60;
   std::string tokenizer_path;        ///< --tokenizer: the command-line set's tokenizer.json
+  std::string tokenizer_config_path; ///< --tokenizer-config: its chat template
+  bool chat_template_fallback_concat = false;  ///< --chat-template-fallback concat
   std::string etcd_url;              ///< --etcd: worker-set cards from etcd under etcd_prefix
   std::string etcd_prefix = "/kvrouter/";
 };

@@ -17,6 +17,8 @@ int run_explain(const options& options);
 int run_kv_dump(const std::vector<std::string>& args);
 /// `kvrouter tokenize --tokenizer PATH`: token ids of stdin's text, as one JSON array.
 int run_tokenize(const std::vector<std::string>& args);
+/// `kvrouter render-chat --tokenizer-config PATH`: the prompt a chat template renders from stdin.
+int run_render_chat(const std::vector<std::string>& args);
 /// `kvrouter kv-index`: subscribe to workers' KV events, build the prefix index, print it.
 int run_kv_index(const std::vector<std::string>& args);
 

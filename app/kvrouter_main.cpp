@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   if (!args.empty() && args[0] == "kv-dump") return kvr::cli::run_kv_dump({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "kv-index") return kvr::cli::run_kv_index({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "tokenize") return kvr::cli::run_tokenize({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "render-chat") return kvr::cli::run_render_chat({args.begin() + 1, args.end()});
 
   auto options = kvr::cli::parse(args);
   if (!options) {

@@ -45,7 +45,10 @@ std::expected<router_file, std::string> load_sets(const options& options) {
   router_file file;
   file.router = options.router;
   worker_set_card card{.name = serve.model, .model = serve.model, .block_size = options.router.block_size,
-                       .tokenizer = serve.tokenizer_path};
+                       .tokenizer = serve.tokenizer_path, .tokenizer_config = serve.tokenizer_config_path,
+                       .chat_template_fallback_concat = serve.chat_template_fallback_concat};
+  if (!card.tokenizer_config.empty() && card.tokenizer.empty())
+    return std::unexpected("--tokenizer-config needs --tokenizer (the rendered chat is tokenized to route)");
   for (std::size_t i = 0; i < serve.workers.size(); ++i) {
     auto spec = parse_worker_spec(serve.workers[i]);
     if (!spec) return std::unexpected(spec.error().message);

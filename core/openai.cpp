@@ -190,6 +190,7 @@ std::string error_body(const api_error& error) {
 
 struct request_parser::impl {
   ondemand::parser parser;
+  ondemand::parser inner_parser;  ///< walks the `messages` array kept verbatim
 };
 
 const std::size_t request_parser::padding = SIMDJSON_PADDING;
@@ -225,7 +226,34 @@ std::expected<routing_request, api_error> request_parser::parse(api_endpoint end
       if (field.value().get_bool().get(stream)) return invalid("stream must be true or false", "stream");
       request.stream = stream;
     } else if (key == "messages" && endpoint == api_endpoint::chat_completions) {
-      if (auto read = read_messages(field.value(), request); !read) return std::unexpected(read.error());
+      // Kept verbatim for chat templates, then walked for routing with a second parser.
+      ondemand::array messages;
+      std::string_view raw;
+      if (field.value().get_array().get(messages) || messages.raw_json().get(raw))
+        return invalid("messages must be an array", "messages");
+      request.chat.messages_json = raw;
+      const auto readable = capacity - static_cast<std::size_t>(raw.data() - body.data());
+      ondemand::document messages_document;
+      ondemand::value messages_value;
+      if (impl_->inner_parser.iterate(raw.data(), raw.size(), readable).get(messages_document) ||
+          messages_document.get_value().get(messages_value))
+        return invalid("messages must be an array", "messages");
+      if (auto read = read_messages(messages_value, request); !read) return std::unexpected(read.error());
+    } else if (key == "tools" && endpoint == api_endpoint::chat_completions) {
+      ondemand::array tools;
+      std::string_view raw;
+      if (field.value().get_array().get(tools) || tools.raw_json().get(raw))
+        return invalid("tools must be an array", "tools");
+      request.chat.tools_json = raw;
+    } else if (key == "chat_template_kwargs" && endpoint == api_endpoint::chat_completions) {
+      ondemand::object kwargs;
+      std::string_view raw;
+      if (field.value().get_object().get(kwargs) || kwargs.raw_json().get(raw))
+        return invalid("chat_template_kwargs must be an object", "chat_template_kwargs");
+      request.chat.template_kwargs_json = raw;
+    } else if (key == "add_generation_prompt" && endpoint == api_endpoint::chat_completions) {
+      if (field.value().get_bool().get(request.chat.add_generation_prompt))
+        return invalid("add_generation_prompt must be true or false", "add_generation_prompt");
     } else if (key == "prompt" && endpoint == api_endpoint::completions) {
       has_prompt = true;
       if (auto read = read_prompt(field.value(), request); !read) return std::unexpected(read.error());

@@ -49,6 +49,14 @@ struct chat_message {
   std::vector<std::string> image_urls;  ///< `image_url` parts (data URIs or http(s) URLs)
 };
 
+/// The raw JSON a chat template renders from (kept verbatim; parsed only by sets that render).
+struct chat_template_inputs {
+  std::string messages_json;         ///< the `messages` array
+  std::string tools_json;            ///< the `tools` array, or empty
+  std::string template_kwargs_json;  ///< vLLM's `chat_template_kwargs` object, or empty
+  bool add_generation_prompt = true;  ///< vLLM's request field (default true)
+};
+
 /// What routing needs from a request.
 struct routing_request {
   api_endpoint endpoint = api_endpoint::chat_completions;
@@ -57,6 +65,7 @@ struct routing_request {
   std::vector<std::uint32_t> prompt_token_ids;  ///< completions with a token-id prompt
   std::string prompt_text;                      ///< completions with a string prompt (the first)
   std::vector<chat_message> messages;           ///< chat completions
+  chat_template_inputs chat;                    ///< chat completions
   /// Prompt length in tokens: exact for token-id prompts, otherwise estimated as text bytes / 4
   /// (+ 4 per chat message) until the set's tokenizer replaces the estimate.
   std::uint32_t prompt_tokens = 0;

@@ -111,8 +111,8 @@ std::expected<worker_set_card, config_error> parse_card(const json& object, std:
   if (name->empty()) return fail(fmt::format("{}: \"name\" is required", where));
   card.name = *name;
   where = fmt::format("worker set \"{}\"", card.name);
-  if (auto keys = only_keys(object, {"name", "model", "block_size", "tokenizer", "tokenizer_config", "multimodal",
-                                     "workers", "router_config"},
+  if (auto keys = only_keys(object, {"name", "model", "block_size", "tokenizer", "tokenizer_config",
+                                     "chat_template_fallback", "multimodal", "workers", "router_config"},
                             where);
       !keys)
     return std::unexpected(keys.error());
@@ -129,6 +129,13 @@ std::expected<worker_set_card, config_error> parse_card(const json& object, std:
     if (!value) return std::unexpected(value.error());
     *field = *value;
   }
+  auto fallback = get<std::string>(object, "chat_template_fallback", where, "none");
+  if (!fallback) return std::unexpected(fallback.error());
+  if (*fallback != "none" && *fallback != "concat")
+    return fail(fmt::format("{}: chat_template_fallback must be \"none\" or \"concat\" (got \"{}\")", where, *fallback));
+  card.chat_template_fallback_concat = *fallback == "concat";
+  if (!card.tokenizer_config.empty() && card.tokenizer.empty())
+    return fail(fmt::format("{}: tokenizer_config needs a tokenizer (the rendered chat is tokenized to route)", where));
   if (auto it = object.find("multimodal"); it != object.end() && !it->is_null()) {
     auto mm = parse_multimodal(*it, where);
     if (!mm) return std::unexpected(mm.error());

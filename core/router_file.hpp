@@ -36,7 +36,10 @@ struct worker_set_card {
   std::string model;                     ///< what clients put in "model"
   std::uint32_t block_size = 16;
   std::string tokenizer;                 ///< tokenizer.json path
-  std::string tokenizer_config;          ///< tokenizer_config.json path (chat template)
+  std::string tokenizer_config;          ///< tokenizer_config.json path (chat template), or a .jinja file
+  /// A chat template that fails to load refuses the set, unless this is set: then chat requests
+  /// are rendered as plain `role: content` lines ("chat_template_fallback": "concat").
+  bool chat_template_fallback_concat = false;
   std::optional<multimodal_card> multimodal;
   std::vector<worker_spec> workers;
   std::optional<router_config> router_config_override;  ///< the card's "router_config", whole

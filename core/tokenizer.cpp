@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "core/flat_u64_map.hpp"
+#include "core/segment_cache.hpp"
 
 namespace kvr {
 namespace {
@@ -137,12 +138,17 @@ struct tokenizer::cache {
   pcre2_match_data* match = nullptr;
   std::vector<std::uint32_t> symbols;
   std::string normalized;
+  segment_cache segments{max_segment_ids};
+  std::vector<std::size_t> next_added;  ///< where each added token next occurs (encode scratch)
 
   explicit cache(const pcre2_code* pattern) : match(pcre2_match_data_create_from_pattern(pattern, nullptr)) {}
   ~cache() { pcre2_match_data_free(match); }
 
   static constexpr std::size_t max_piece = 64;        ///< longer pieces are not cached
   static constexpr std::size_t max_ids = 1u << 22;    ///< bound: the cache starts over beyond
+  /// Segments shorter than this are not worth a cache entry (the piece cache covers them).
+  static constexpr std::size_t min_segment_bytes = 128;
+  static constexpr std::size_t max_segment_ids = 1u << 20;  ///< 4 MiB of ids per tokenizer
 };
 
 std::expected<tokenizer, tokenizer_error> tokenizer::from_json(std::string_view json_text) {
@@ -267,6 +273,9 @@ tokenizer::~tokenizer() = default;
 
 tokenizer tokenizer::share() const { return tokenizer(tables_); }
 std::size_t tokenizer::vocab_size() const { return tables_->vocab_size; }
+tokenizer::segment_cache_stats tokenizer::segment_stats() const {
+  return {cache_->segments.hits(), cache_->segments.misses()};
+}
 
 std::optional<std::uint32_t> tokenizer::added_token_id(std::string_view content) const {
   for (const auto& added : tables_->added_tokens)
@@ -383,8 +392,7 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
     c.ids.insert(c.ids.end(), c.symbols.begin(), c.symbols.end());
   };
 
-  auto encode_segment = [&](std::string_view segment) {
-    if (segment.empty()) return;
+  auto encode_uncached_segment = [&](std::string_view segment) {
     if (t.nfc && nfc_into(segment, c.normalized)) segment = c.normalized;
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(segment.data());
     std::size_t position = 0;
@@ -411,16 +419,33 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
     if (gap_start < segment.size()) encode_piece(segment.substr(gap_start));
   };
 
-  // Added tokens first: the earliest occurrence of any (the longest at equal positions).
+  auto encode_segment = [&](std::string_view segment) {
+    if (segment.empty()) return;
+    if (segment.size() < cache::min_segment_bytes || !segment_cache_enabled_) return encode_uncached_segment(segment);
+    const std::uint64_t key = XXH3_64bits(segment.data(), segment.size());
+    if (const auto* ids = c.segments.find(key, segment.size())) {
+      out.insert(out.end(), ids->begin(), ids->end());
+      return;
+    }
+    const std::size_t first = out.size();
+    encode_uncached_segment(segment);
+    c.segments.insert(key, segment.size(), std::span(out).subspan(first));
+  };
+
+  // Added tokens first: the earliest occurrence of any (the longest at equal positions). Each
+  // token's next occurrence is remembered, so the text is scanned once per added token.
+  c.next_added.assign(t.added_tokens.size(), 0);
+  for (std::size_t i = 0; i < t.added_tokens.size(); ++i) c.next_added[i] = text.find(t.added_tokens[i].content);
   std::size_t position = 0;
   while (position < text.size()) {
     std::size_t best_at = std::string_view::npos;
     const tables::added* best = nullptr;
-    for (const auto& added : t.added_tokens) {
-      const std::size_t at = text.find(added.content, position);
+    for (std::size_t i = 0; i < t.added_tokens.size(); ++i) {
+      std::size_t& at = c.next_added[i];
+      if (at != std::string_view::npos && at < position) at = text.find(t.added_tokens[i].content, position);
       if (at < best_at) {
         best_at = at;
-        best = &added;
+        best = &t.added_tokens[i];
       }
     }
     if (best == nullptr) break;

@@ -39,6 +39,15 @@ class tokenizer {
   /// A tokenizer sharing this one's read-only tables, with a cache of its own.
   [[nodiscard]] tokenizer share() const;
 
+  /// Whole segments between special tokens are cached by a hash of their bytes (on by
+  /// default; see core/segment_cache.hpp). Off, only pieces are cached: for benchmarks.
+  void enable_segment_cache(bool on) { segment_cache_enabled_ = on; }
+  struct segment_cache_stats {
+    std::uint64_t hits = 0;
+    std::uint64_t misses = 0;
+  };
+  [[nodiscard]] segment_cache_stats segment_stats() const;
+
   [[nodiscard]] std::size_t vocab_size() const;
   /// The id of an added (special) token, if there is one with this content.
   [[nodiscard]] std::optional<std::uint32_t> added_token_id(std::string_view content) const;
@@ -49,6 +58,7 @@ class tokenizer {
   tokenizer(std::shared_ptr<const tables> tables);
   std::shared_ptr<const tables> tables_;
   std::unique_ptr<cache> cache_;
+  bool segment_cache_enabled_ = true;
 };
 
 }  // namespace kvr

@@ -23,6 +23,8 @@ packages=(
   libfmt-dev libspdlog-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-zmq python3-msgpack python3-xxhash  # engine-shaped publishers and ground truth in tests
+  python3-jinja2                 # chat-template golden tests (the engines render with Jinja2)
+  gnuplot-nox                    # kvrouter-bench's TTFT plot
   clang-16 libclang-rt-16-dev     # libFuzzer for the KV-event decoder (tests/fuzz)
   etcd-server                     # discovery tests against a real etcd
 )

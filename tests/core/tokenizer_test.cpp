@@ -77,6 +77,31 @@ TEST(tokenizer, the_cache_gives_the_same_ids_the_second_time) {
   EXPECT_FALSE(first.empty());
 }
 
+TEST(tokenizer, a_growing_chat_reuses_earlier_messages_and_gives_the_same_ids_as_without_reuse) {
+  tokenizer reusing = qwen3().share();
+  tokenizer fresh = qwen3().share();
+  fresh.enable_segment_cache(false);
+  std::string chat = "<|im_start|>system\nYou are a meticulous assistant who answers in full sentences.<|im_end|>\n";
+  std::vector<std::uint32_t> with_reuse, without_reuse;
+  for (int turn = 0; turn < 6; ++turn) {
+    chat += "<|im_start|>user\nTurn " + std::to_string(turn) +
+            ": explain, with an example or two, why caches that are keyed by content never go stale. "
+            "Écrivez aussi une phrase en français, 並且用中文寫一句話 🙂.<|im_end|>\n";
+    with_reuse.clear();
+    without_reuse.clear();
+    reusing.encode(chat + "<|im_start|>assistant\n", with_reuse);
+    fresh.encode(chat + "<|im_start|>assistant\n", without_reuse);
+    ASSERT_EQ(with_reuse, without_reuse) << "turn " << turn;
+    chat += "<|im_start|>assistant\nBecause the key is the content itself, so a changed text is a different key. "
+            "Answer number " + std::to_string(turn) + ".<|im_end|>\n";
+  }
+  // Turn n re-reads its n earlier user messages; only the new one misses. (The assistant
+  // answers are under the 128-byte floor: the piece cache covers segments that short.)
+  EXPECT_EQ(reusing.segment_stats().hits, 0u + 1 + 2 + 3 + 4 + 5);
+  EXPECT_EQ(reusing.segment_stats().misses, 6u);
+  EXPECT_EQ(fresh.segment_stats().hits, 0u);
+}
+
 TEST(tokenizer, special_tokens_inside_text_become_their_ids) {
   std::vector<std::uint32_t> ids;
   qwen3().encode("<|im_start|>user", ids);

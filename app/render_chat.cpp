@@ -1,0 +1,103 @@
+/// `kvrouter render-chat --tokenizer-config PATH [--tokenize --tokenizer PATH]`: reads an
+/// OpenAI `messages` array (or a whole chat request body) on stdin and prints the prompt the
+/// set's chat template renders from it, byte for byte, or with `--tokenize` its token ids, which
+/// is what the router hashes. Operators use it to see why a request did or did not hit a cache.
+
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.hpp"
+#include "app/flags.hpp"
+#include "core/chat_template.hpp"
+#include "core/tokenizer.hpp"
+
+namespace kvr::cli {
+
+namespace {
+
+constexpr const char* usage =
+    "Usage: kvrouter render-chat --tokenizer-config PATH [--tokenize --tokenizer PATH] [--no-generation-prompt] < messages.json\n"
+    "Renders an OpenAI `messages` array, or a whole chat request body ({\"messages\", \"tools\",\n"
+    "\"chat_template_kwargs\", \"add_generation_prompt\"}), read on stdin, with the chat template of\n"
+    "PATH (a tokenizer_config.json, or a .jinja file), exactly as the router does before hashing.\n"
+    "Prints the prompt as-is; with --tokenize, its token ids as one JSON array.\n";
+
+int fail(const std::string& message) {
+  std::cerr << "kvrouter render-chat: " << message << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int run_render_chat(const std::vector<std::string>& args) {
+  std::string config_path;
+  std::string tokenizer_path;
+  bool tokenize = false;
+  bool generation_prompt = true;
+  flag_reader flags(args);
+  while (flags.next()) {
+    if (flags.name() == "-h" || flags.name() == "--help") {
+      std::cout << usage;
+      return 0;
+    }
+    if (flags.name() == "--tokenize") {
+      tokenize = true;
+    } else if (flags.name() == "--no-generation-prompt") {
+      generation_prompt = false;
+    } else if (flags.name() == "--tokenizer-config" || flags.name() == "--tokenizer") {
+      auto value = flags.value();
+      if (!value) return fail(flags.name() + " needs a PATH");
+      (flags.name() == "--tokenizer" ? tokenizer_path : config_path) = *value;
+    } else {
+      return fail("unknown flag " + flags.name() + " (see --help)");
+    }
+  }
+  if (config_path.empty()) return fail("--tokenizer-config PATH is required");
+  if (tokenize && tokenizer_path.empty()) return fail("--tokenize needs --tokenizer PATH");
+  auto chat = chat_template::load(config_path);
+  if (!chat) return fail(chat.error());
+
+  const std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  const nlohmann::ordered_json request = nlohmann::ordered_json::parse(input, nullptr, false);
+  if (request.is_discarded()) return fail("stdin is not valid JSON");
+  std::string messages;
+  std::string tools;
+  std::string kwargs;
+  chat_render_inputs inputs;
+  inputs.add_generation_prompt = generation_prompt;
+  if (request.is_array()) {
+    messages = request.dump();
+  } else if (request.is_object() && request.contains("messages")) {
+    messages = request["messages"].dump();
+    if (request.contains("tools")) tools = request["tools"].dump();
+    if (request.contains("chat_template_kwargs")) kwargs = request["chat_template_kwargs"].dump();
+    if (request.contains("add_generation_prompt")) inputs.add_generation_prompt = request["add_generation_prompt"].get<bool>();
+  } else {
+    return fail("stdin must be a messages array or a request object with messages");
+  }
+  inputs.messages_json = messages;
+  inputs.tools_json = tools;
+  inputs.template_kwargs_json = kwargs;
+  auto rendered = chat->render(inputs);
+  if (!rendered) return fail(rendered.error());
+  if (!tokenize) {
+    std::cout << *rendered;
+    return 0;
+  }
+  std::ifstream file(tokenizer_path);
+  if (!file) return fail("cannot read " + tokenizer_path);
+  std::stringstream json_text;
+  json_text << file.rdbuf();
+  auto loaded = tokenizer::from_json(json_text.str());
+  if (!loaded) return fail(tokenizer_path + ": " + loaded.error().message);
+  std::vector<std::uint32_t> ids;
+  loaded->encode(*rendered, ids);
+  std::cout << nlohmann::json(ids).dump() << "\n";
+  return 0;
+}
+
+}  // namespace kvr::cli
