@@ -8,6 +8,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <nlohmann/json.hpp>
+
+#include "core/chat_template.hpp"
 #include "core/tokenizer.hpp"
 
 namespace kvr {
@@ -51,6 +54,7 @@ void BM_qwen3_encode(benchmark::State& state) {
   const std::string& text = text_of(static_cast<int>(state.range(0)));
   const bool warm = state.range(1) != 0;
   tokenizer shared = qwen3().share();
+  shared.enable_segment_cache(false);  // measure the piece cache alone (the text is one segment)
   std::vector<std::uint32_t> ids;
   if (warm) shared.encode(text, ids);
   for (auto _ : state) {
@@ -59,6 +63,7 @@ void BM_qwen3_encode(benchmark::State& state) {
       shared.encode(text, ids);
     } else {
       tokenizer fresh = qwen3().share();  // an empty cache every pass
+      fresh.enable_segment_cache(false);
       fresh.encode(text, ids);
     }
     benchmark::DoNotOptimize(ids.data());
@@ -69,6 +74,52 @@ void BM_qwen3_encode(benchmark::State& state) {
   state.SetLabel(std::string(state.range(0) == 0 ? "prose" : "code") + (warm ? ", warm" : ", cold"));
 }
 BENCHMARK(BM_qwen3_encode)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMillisecond);
+
+/// A growing conversation, as a chat client sends it: turn n resends the system prompt and all
+/// n - 1 earlier exchanges plus a new question. Each turn is rendered with Qwen3's chat template
+/// and tokenized, as the hasher does. Arg: 0 = segment cache off (every message re-tokenized,
+/// pieces still cached), 1 = on (earlier messages' ids reused). Both start warm: the same
+/// conversation was seen once before the timing, as a hasher sees a chat's turns again and again.
+void BM_qwen3_multi_turn_chat(benchmark::State& state) {
+  constexpr int turns = 8;
+  const std::string& prose = text_of(0);
+  auto chat = chat_template::load(std::string(KVR_SOURCE_DIR) + "/.cache/tokenizers/qwen3/tokenizer_config.json");
+  if (!chat) throw std::runtime_error(chat.error());
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  messages.push_back({{"role", "system"}, {"content", prose.substr(0, 2000)}});
+  std::vector<std::string> requests;  // the messages JSON of each turn
+  std::size_t offset = 2000;
+  for (int turn = 0; turn < turns; ++turn) {
+    messages.push_back({{"role", "user"}, {"content", prose.substr(offset, 800)}});
+    requests.push_back(messages.dump());
+    messages.push_back({{"role", "assistant"}, {"content", prose.substr(offset + 800, 600)}});
+    offset += 1400;
+  }
+  tokenizer t = qwen3().share();
+  t.enable_segment_cache(state.range(0) != 0);
+  std::vector<std::uint32_t> ids;
+  std::size_t bytes = 0;
+  auto one_conversation = [&] {
+    for (const std::string& request : requests) {
+      const std::string prompt = *chat->render({.messages_json = request});
+      ids.clear();
+      t.encode(prompt, ids);
+      bytes += prompt.size();
+    }
+  };
+  one_conversation();
+  bytes = 0;
+  for (auto _ : state) {
+    one_conversation();
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes));
+  state.counters["us_per_turn"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * turns), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["last_turn_tokens"] = static_cast<double>(ids.size());
+  state.SetLabel(state.range(0) != 0 ? "segment cache on" : "segment cache off");
+}
+BENCHMARK(BM_qwen3_multi_turn_chat)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kvr
