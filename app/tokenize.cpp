@@ -17,12 +17,18 @@ namespace kvr::cli {
 
 int run_tokenize(const std::vector<std::string>& args) {
   std::string path;
+  bool json_lines = false;
   flag_reader flags(args);
   while (flags.next()) {
     if (flags.name() == "-h" || flags.name() == "--help") {
-      std::cout << "Usage: kvrouter tokenize --tokenizer PATH/tokenizer.json < text.txt\n"
-                   "Prints the token ids of the UTF-8 text on stdin as one JSON array (no special tokens added).\n";
+      std::cout << "Usage: kvrouter tokenize --tokenizer PATH/tokenizer.json [--json-lines] < text.txt\n"
+                   "Prints the token ids of the UTF-8 text on stdin as one JSON array (no special tokens added).\n"
+                   "With --json-lines, each stdin line is a JSON string, and each gets its own line of ids.\n";
       return 0;
+    }
+    if (flags.name() == "--json-lines") {
+      json_lines = true;
+      continue;
     }
     auto value = flags.name() == "--tokenizer" ? flags.value() : std::nullopt;
     if (!value) {
@@ -47,8 +53,22 @@ int run_tokenize(const std::vector<std::string>& args) {
     std::cerr << "kvrouter tokenize: " << path << ": " << loaded.error().message << "\n";
     return 2;
   }
-  const std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   std::vector<std::uint32_t> ids;
+  if (json_lines) {
+    std::string line;
+    for (std::size_t number = 1; std::getline(std::cin, line); ++number) {
+      const nlohmann::json text = nlohmann::json::parse(line, nullptr, false);
+      if (!text.is_string()) {
+        std::cerr << "kvrouter tokenize: line " << number << " is not a JSON string\n";
+        return 2;
+      }
+      ids.clear();
+      loaded->encode(text.get_ref<const std::string&>(), ids);
+      std::cout << nlohmann::json(ids).dump() << "\n";
+    }
+    return 0;
+  }
+  const std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   loaded->encode(text, ids);
   std::cout << nlohmann::json(ids).dump() << "\n";
   return 0;

@@ -152,6 +152,14 @@ struct tokenizer::cache {
 };
 
 std::expected<tokenizer, tokenizer_error> tokenizer::from_json(std::string_view json_text) {
+  try {
+    return load_tables(json_text);
+  } catch (const json::exception& error) {  // a field of an unexpected type
+    return fail(fmt::format("malformed tokenizer.json: {}", error.what()));
+  }
+}
+
+std::expected<tokenizer, tokenizer_error> tokenizer::load_tables(std::string_view json_text) {
   const json document = json::parse(json_text, nullptr, false);
   if (document.is_discarded() || !document.is_object()) return fail("tokenizer.json is not a JSON object");
   auto t = std::make_shared<tables>();
@@ -161,8 +169,11 @@ std::expected<tokenizer, tokenizer_error> tokenizer::from_json(std::string_view 
     return fail(fmt::format("unsupported tokenizer model \"{}\" (only byte-level BPE is)", model.value("type", "none")));
   if (model.contains("dropout") && !model["dropout"].is_null()) return fail("BPE dropout is not supported");
   if (model.value("byte_fallback", false)) return fail("BPE byte_fallback is not supported (not a byte-level BPE)");
-  if (!model.value("continuing_subword_prefix", std::string()).empty() ||
-      !model.value("end_of_word_suffix", std::string()).empty())
+  auto non_empty_string = [&](const char* key) {  // absent and null both mean "none"
+    const auto it = model.find(key);
+    return it != model.end() && it->is_string() && !it->get_ref<const std::string&>().empty();
+  };
+  if (non_empty_string("continuing_subword_prefix") || non_empty_string("end_of_word_suffix"))
     return fail("BPE continuing_subword_prefix / end_of_word_suffix are not supported");
   t->ignore_merges = model.value("ignore_merges", false);
 

@@ -56,6 +56,7 @@ class tokenizer {
   struct tables;
   struct cache;
   tokenizer(std::shared_ptr<const tables> tables);
+  [[nodiscard]] static std::expected<tokenizer, tokenizer_error> load_tables(std::string_view json_text);
   std::shared_ptr<const tables> tables_;
   std::unique_ptr<cache> cache_;
   bool segment_cache_enabled_ = true;

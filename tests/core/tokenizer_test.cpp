@@ -122,6 +122,15 @@ TEST(tokenizer, unsupported_models_and_components_are_refused_by_name) {
   EXPECT_EQ(tokenizer::from_json(doc.dump()).error().message, "unsupported pre-tokenizer \"Metaspace\"");
 }
 
+TEST(tokenizer, a_field_of_the_wrong_type_is_an_error_not_a_crash) {
+  EXPECT_TRUE(tokenizer::from_json(R"({"model": {"type": "BPE", "byte_fallback": "yes"}})").error().message.starts_with(
+      "malformed tokenizer.json: "));
+  auto doc = nlohmann::json::parse(read_file(qwen3_path));
+  doc["model"]["continuing_subword_prefix"] = nullptr;  // as Llama-3's file has it: null means none
+  doc["model"]["end_of_word_suffix"] = nullptr;
+  EXPECT_TRUE(tokenizer::from_json(doc.dump()).has_value());
+}
+
 TEST(tokenizer, merges_as_strings_give_the_same_ids_as_merges_as_pairs) {
   auto doc = nlohmann::json::parse(read_file(qwen3_path));
   for (auto& merge : doc["model"]["merges"]) merge = merge[0].get<std::string>() + " " + merge[1].get<std::string>();
