@@ -185,8 +185,9 @@ try:
     import os
     qwen3 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".cache", "tokenizers", "qwen3",
                          "tokenizer.json")
+    # (No health probes here: a probe timing out on a loaded machine would move the request.)
     router = start_router([f"{a.url},id=a", f"{b.url},id=b"], "--no-kv-events", "--block-size", "16",
-                          "--tokenizer", qwen3)
+                          "--tokenizer", qwen3, "--health-interval-ms", "0")
     text = "The router predicts which worker already holds the longest prefix of the prompt. " * 4
     expected_tokens = len(json.loads(subprocess.run([kvrouter, "tokenize", "--tokenizer", qwen3], input=text,
                                                     capture_output=True, text=True).stdout))
@@ -197,7 +198,8 @@ try:
     decision = json.loads(body)
     f.check(decision["prompt_tokens"] == expected_tokens and decision["worker"] == first
             and decision["overlap_blocks"] == expected_tokens // 16,
-            f"a text prompt routes on its {expected_tokens} tokens ({decision['overlap_blocks']} cached blocks on {decision['worker']})")
+            f"a text prompt routes on its {expected_tokens} tokens ({decision['overlap_blocks']} cached blocks on "
+            f"{decision['worker']}; first went to {first}; candidates {decision['candidates']})")
     router.stop()
     status = subprocess.run([kvrouter, "--model", "m", "--worker", a.url, "--tokenizer", "/nonexistent.json", "--port", "0"],
                             capture_output=True, text=True, timeout=20)
