@@ -28,10 +28,12 @@ std::vector<publisher_spec> expand_publishers(const std::vector<worker_spec>& wo
 }
 
 std::string endpoint_with_port_offset(const std::string& endpoint, int offset) {
+  if (offset == 0 || endpoint.empty()) return endpoint;
   const auto colon = endpoint.rfind(':');
-  if (offset == 0 || colon == std::string::npos) return endpoint;
-  const std::string port = endpoint.substr(colon + 1);
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return endpoint;
+  const std::string port = colon == std::string::npos ? std::string() : endpoint.substr(colon + 1);
+  if (!endpoint.starts_with("tcp://") || port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos)
+    return endpoint + "-" + std::to_string(offset);  // ipc://PATH: rank r listens on PATH-r
   return endpoint.substr(0, colon + 1) + std::to_string(std::stoi(port) + offset);
 }
 

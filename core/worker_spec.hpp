@@ -43,8 +43,9 @@ struct publisher_spec {
 /// Every publisher of `workers`, in order (worker by worker, rank by rank).
 [[nodiscard]] std::vector<publisher_spec> expand_publishers(const std::vector<worker_spec>& workers);
 
-/// `tcp://host:5557` with the port moved by `offset` (data-parallel rank r publishes on
-/// port + r). Endpoints without a numeric port are returned unchanged.
+/// Rank `offset`'s endpoint: `tcp://host:5557` with the port moved by `offset` (data-parallel
+/// rank r publishes on port + r); other transports (`ipc://PATH`) get `-offset` appended, as
+/// kvrouter-mocker names its ranks' sockets.
 [[nodiscard]] std::string endpoint_with_port_offset(const std::string& endpoint, int offset);
 
 /// Parses one spec; errors name the bad part.

@@ -47,7 +47,7 @@ TEST(worker_spec, expands_data_parallel_workers_into_one_publisher_per_rank) {
 TEST(worker_spec, data_parallel_ranks_publish_on_consecutive_ports) {
   EXPECT_EQ(endpoint_with_port_offset("tcp://10.0.0.5:5557", 0), "tcp://10.0.0.5:5557");
   EXPECT_EQ(endpoint_with_port_offset("tcp://10.0.0.5:5557", 3), "tcp://10.0.0.5:5560");
-  EXPECT_EQ(endpoint_with_port_offset("ipc:///tmp/kv", 1), "ipc:///tmp/kv");
+  EXPECT_EQ(endpoint_with_port_offset("ipc:///tmp/kv", 1), "ipc:///tmp/kv-1");  // as kvrouter-mocker names ranks
 }
 
 }  // namespace

@@ -1,0 +1,107 @@
+#include "app/mocker/engine_loop.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <nlohmann/json.hpp>
+
+namespace kvr::mocker {
+
+namespace {
+double wall_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+engine_loop::engine_loop(engine_settings settings, std::unique_ptr<event_publisher> publisher)
+    : engine_(settings), publisher_(std::move(publisher)), thread_([this] { run(); }) {}
+
+engine_loop::~engine_loop() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void engine_loop::submit(sequence_request request, output_sink sink) {
+  {
+    std::lock_guard lock(mutex_);
+    sinks_[request.id] = std::move(sink);
+    engine_.submit(std::move(request));
+  }
+  wake_.notify_all();
+}
+
+void engine_loop::abort(std::uint64_t id) {
+  std::lock_guard lock(mutex_);
+  engine_.abort(id);
+  sinks_.erase(id);
+}
+
+void engine_loop::restart() {
+  std::vector<std::pair<output_sink, sequence_output>> ended;
+  {
+    std::lock_guard lock(mutex_);
+    for (const sequence_output& out : engine_.restart()) {
+      if (auto it = sinks_.find(out.id); it != sinks_.end()) ended.emplace_back(std::move(it->second), out);
+    }
+    sinks_.clear();
+    if (publisher_) publisher_->restart();
+  }
+  for (auto& [sink, out] : ended) sink(out);
+}
+
+rank_snapshot engine_loop::snapshot() const {
+  std::lock_guard lock(mutex_);
+  return {engine_.running(), engine_.waiting(), engine_.cache().usage(), engine_.cache().cached_blocks(), engine_.counters()};
+}
+
+std::size_t engine_loop::load() const {
+  std::lock_guard lock(mutex_);
+  return engine_.running() + engine_.waiting();
+}
+
+nlohmann::json engine_loop::dump() const {
+  std::vector<cached_block> blocks;
+  {
+    std::lock_guard lock(mutex_);
+    blocks = engine_.cache().dump();
+  }
+  std::vector<std::uint64_t> sequence_hashes, engine_hashes;
+  for (const cached_block& b : blocks) {
+    sequence_hashes.push_back(b.router_sequence_hash);
+    engine_hashes.push_back(b.engine_hash);
+  }
+  std::sort(sequence_hashes.begin(), sequence_hashes.end());
+  std::sort(engine_hashes.begin(), engine_hashes.end());
+  // u64 as strings, as kvrouter's index dumps them (JSON readers lose precision above 2^53).
+  nlohmann::json out = {{"blocks", blocks.size()}, {"sequence_hashes", nlohmann::json::array()},
+                        {"engine_hashes", nlohmann::json::array()}};
+  for (std::uint64_t h : sequence_hashes) out["sequence_hashes"].push_back(std::to_string(h));
+  for (std::uint64_t h : engine_hashes) out["engine_hashes"].push_back(std::to_string(h));
+  return out;
+}
+
+void engine_loop::run() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    wake_.wait(lock, [this] { return stop_ || !engine_.idle(); });
+    if (stop_) return;
+    step_result step = engine_.step();
+    lock.unlock();
+    // The step's compute time passes before its tokens exist.
+    std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(step.duration_us));
+    if (publisher_) publisher_->publish(std::move(step.events), wall_seconds());
+    lock.lock();
+    for (const sequence_output& out : step.outputs) {
+      auto it = sinks_.find(out.id);
+      if (it == sinks_.end()) continue;  // aborted meanwhile
+      it->second(out);
+      if (out.finished) sinks_.erase(it);
+    }
+  }
+}
+
+}  // namespace kvr::mocker

@@ -1,0 +1,277 @@
+#include <utility>  // before Asio under g++ 12
+
+#include "app/mocker/http_server.hpp"
+
+#include <atomic>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace kvr::mocker {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+struct http_server::impl {
+  server_settings settings;
+  std::vector<std::unique_ptr<engine_loop>>& ranks;
+  const prompt_tokenizer& prompts;
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  std::atomic<std::uint64_t> next_id{1};
+
+  impl(server_settings s, std::vector<std::unique_ptr<engine_loop>>& r, const prompt_tokenizer& p)
+      : settings(std::move(s)), ranks(r), prompts(p) {}
+
+  engine_loop& least_loaded(std::size_t& rank) {
+    rank = 0;
+    for (std::size_t r = 1; r < ranks.size(); ++r)
+      if (ranks[r]->load() < ranks[rank]->load()) rank = r;
+    return *ranks[rank];
+  }
+
+  std::string metrics() const;
+  void accept();
+};
+
+namespace {
+
+std::string status_line(int status) {
+  switch (status) {
+    case 200: return "200 OK";
+    case 400: return "400 Bad Request";
+    case 404: return "404 Not Found";
+    case 405: return "405 Method Not Allowed";
+    case 413: return "413 Payload Too Large";
+    case 503: return "503 Service Unavailable";
+    default: return std::to_string(status) + " Error";
+  }
+}
+
+std::string chunk(std::string_view data) { return fmt::format("{:x}\r\n{}\r\n", data.size(), data); }
+
+class session : public std::enable_shared_from_this<session> {
+ public:
+  session(tcp::socket socket, http_server::impl& server) : stream_(std::move(socket)), server_(server) {}
+
+  void start() { read(); }
+
+ private:
+  void read() {
+    parser_.emplace();
+    parser_->body_limit(64u << 20);
+    parser_->header_limit(64u << 10);
+    http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec == http::error::body_limit) return self->respond(413, R"({"error":{"message":"body too large"}})", false);
+      if (ec) return self->close();
+      self->handle(self->parser_->release());
+    });
+  }
+
+  // parser_ is used in the lambda above through `self`; declared here for readability.
+  std::optional<http::request_parser<http::string_body>> parser_;
+
+  void handle(http::request<http::string_body> request) {
+    keep_alive_ = request.keep_alive();
+    const std::string target(request.target());
+    const std::string path = target.substr(0, target.find('?'));
+    const bool get = request.method() == http::verb::get;
+    const bool post = request.method() == http::verb::post;
+    if (get && path == "/health") return respond(200, "{}");
+    if (get && path == "/metrics") return respond(200, server_.metrics(), true, "text/plain; version=0.0.4");
+    if (get && path == "/v1/models")
+      return respond(200, nlohmann::json{{"object", "list"},
+                                         {"data", {{{"id", server_.settings.model}, {"object", "model"}, {"owned_by", "kvrouter-mocker"}}}}}
+                              .dump());
+    if (get && path == "/mocker/cache") {
+      nlohmann::json ranks = nlohmann::json::array();
+      for (const auto& rank : server_.ranks) ranks.push_back(rank->dump());
+      return respond(200, nlohmann::json{{"ranks", ranks}}.dump());
+    }
+    if (post && path == "/mocker/restart") {
+      for (const auto& rank : server_.ranks) rank->restart();
+      return respond(200, R"({"restarted":true})");
+    }
+    if (post && (path == "/v1/completions" || path == "/v1/chat/completions"))
+      return generate(request.body(), path == "/v1/chat/completions");
+    if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/health" || path == "/metrics")
+      return respond(405, error_json("method not allowed", "invalid_request_error", 405));
+    respond(404, error_json("no route " + path, "invalid_request_error", 404));
+  }
+
+  void generate(const std::string& body, bool chat) {
+    auto parsed = server_.prompts.parse(body, chat);
+    if (!parsed) return respond(400, error_json(parsed.error(), "BadRequestError", 400));
+    request_ = std::move(*parsed);
+    id_ = server_.next_id++;
+    rank_ = &server_.least_loaded(rank_index_);
+    generated_ = 0;
+    text_.clear();
+    done_ = false;
+    // The sink keeps the session alive until the sequence ends (the engine drops it then).
+    auto executor = stream_.get_executor();
+    rank_->submit({id_, request_.prompt, request_.max_tokens}, [self = shared_from_this(), executor](const sequence_output& out) {
+      asio::post(executor, [self, out] { self->on_output(out); });
+    });
+  }
+
+  void on_output(const sequence_output& out) {
+    if (done_) return;
+    if (!out.error.empty()) {
+      done_ = true;
+      if (generated_ == 0 || !request_.stream)
+        return respond(out.error == "the engine restarted" ? 503 : 400, error_json(out.error, "BadRequestError", 400));
+      pending_ += chunk("data: " + error_json(out.error, "InternalServerError", 500) + "\n\n") + chunk("data: [DONE]\n\n") + "0\r\n\r\n";
+      return flush();
+    }
+    const bool first = generated_ == 0;
+    std::string piece;
+    for (std::uint32_t i = 0; i < out.new_tokens; ++i) piece += token_text(id_, generated_ + i);
+    generated_ += out.new_tokens;
+    if (!request_.stream) {
+      text_ += piece;
+      if (out.finished) {
+        done_ = true;
+        respond(200, final_body(request_, id_, text_, generated_));
+      }
+      return;
+    }
+    if (first)
+      pending_ += fmt::format("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+                              "Transfer-Encoding: chunked\r\nConnection: {}\r\n\r\n",
+                              keep_alive_ ? "keep-alive" : "close");
+    pending_ += chunk(stream_chunk(request_, id_, piece, first, out.finished));
+    if (out.finished) {
+      done_ = true;
+      if (request_.include_usage) pending_ += chunk(usage_chunk(request_, id_, generated_));
+      pending_ += chunk("data: [DONE]\n\n") + "0\r\n\r\n";
+    }
+    flush();
+  }
+
+  void respond(int status, std::string body, bool keep = true, std::string_view type = "application/json") {
+    pending_ += fmt::format("HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: {}\r\n\r\n",
+                            status_line(status), type, body.size(), keep && keep_alive_ ? "keep-alive" : "close");
+    pending_ += body;
+    done_ = true;
+    if (!(keep && keep_alive_)) keep_alive_ = false;
+    flush();
+  }
+
+  /// Writes what is pending; one write at a time, so chunks keep their order.
+  void flush() {
+    if (writing_ || pending_.empty()) return;
+    writing_ = true;
+    in_flight_.swap(pending_);
+    pending_.clear();
+    asio::async_write(stream_.socket(), asio::buffer(in_flight_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      self->writing_ = false;
+      self->in_flight_.clear();
+      if (ec) {
+        if (!self->done_ && self->rank_ != nullptr) self->rank_->abort(self->id_);  // the client went away
+        return self->close();
+      }
+      if (!self->pending_.empty()) return self->flush();
+      if (self->done_) {
+        if (!self->keep_alive_) return self->close();
+        self->rank_ = nullptr;
+        self->read();
+      }
+    });
+  }
+
+  void close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().close(ignored);
+  }
+
+  beast::tcp_stream stream_;
+  http_server::impl& server_;
+  beast::flat_buffer buffer_;
+  bool keep_alive_ = true;
+  mock_request request_;
+  std::uint64_t id_ = 0;
+  engine_loop* rank_ = nullptr;
+  std::size_t rank_index_ = 0;
+  std::uint32_t generated_ = 0;
+  std::string text_;
+  bool done_ = false;
+  bool writing_ = false;
+  std::string pending_;
+  std::string in_flight_;
+};
+
+}  // namespace
+
+std::string http_server::impl::metrics() const {
+  std::string out;
+  const std::string model = settings.model;
+  auto family = [&](std::string_view name, std::string_view help, std::string_view type, auto value_of) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    for (std::size_t r = 0; r < ranks.size(); ++r)
+      out += fmt::format("{}{{model_name=\"{}\",engine=\"{}\"}} {}\n", name, model, r, value_of(ranks[r]->snapshot()));
+  };
+  family("vllm:num_requests_running", "Requests in the running batch.", "gauge", [](const rank_snapshot& s) { return s.running; });
+  family("vllm:num_requests_waiting", "Requests waiting for blocks or a batch slot.", "gauge",
+         [](const rank_snapshot& s) { return s.waiting; });
+  family("vllm:kv_cache_usage_perc", "Fraction of KV blocks held by running requests.", "gauge",
+         [](const rank_snapshot& s) { return s.kv_usage; });
+  family("vllm:gpu_cache_usage_perc", "Same as vllm:kv_cache_usage_perc (older name).", "gauge",
+         [](const rank_snapshot& s) { return s.kv_usage; });
+  family("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", "counter",
+         [](const rank_snapshot& s) { return s.counters.prefix_queries_tokens; });
+  family("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", "counter",
+         [](const rank_snapshot& s) { return s.counters.prefix_hits_tokens; });
+  family("vllm:prompt_tokens_total", "Prompt tokens processed.", "counter",
+         [](const rank_snapshot& s) { return s.counters.prompt_tokens; });
+  family("vllm:generation_tokens_total", "Tokens generated.", "counter",
+         [](const rank_snapshot& s) { return s.counters.generation_tokens; });
+  family("vllm:request_success_total", "Requests finished.", "counter",
+         [](const rank_snapshot& s) { return s.counters.finished_requests; });
+  family("kvrouter_mocker_cached_blocks", "Blocks in the prefix cache (referenced or not).", "gauge",
+         [](const rank_snapshot& s) { return s.cached_blocks; });
+  return out;
+}
+
+void http_server::impl::accept() {
+  acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec) return;
+    socket.set_option(tcp::no_delay(true));
+    std::make_shared<session>(std::move(socket), *this)->start();
+    accept();
+  });
+}
+
+http_server::http_server(server_settings settings, std::vector<std::unique_ptr<engine_loop>>& ranks,
+                         const prompt_tokenizer& prompts)
+    : impl_(std::make_unique<impl>(std::move(settings), ranks, prompts)) {
+  const tcp::endpoint endpoint(asio::ip::make_address(impl_->settings.host), impl_->settings.port);
+  impl_->acceptor.open(endpoint.protocol());
+  impl_->acceptor.set_option(asio::socket_base::reuse_address(true));
+  impl_->acceptor.bind(endpoint);
+  impl_->acceptor.listen();
+  impl_->accept();
+}
+
+http_server::~http_server() = default;
+
+std::uint16_t http_server::port() const { return impl_->acceptor.local_endpoint().port(); }
+
+void http_server::run() {
+  std::vector<std::thread> threads;
+  for (std::size_t i = 1; i < std::max<std::size_t>(impl_->settings.threads, 1); ++i)
+    threads.emplace_back([this] { impl_->io.run(); });
+  impl_->io.run();
+  for (auto& t : threads) t.join();
+}
+
+void http_server::stop() { impl_->io.stop(); }
+
+}  // namespace kvr::mocker

@@ -1,0 +1,42 @@
+#pragma once
+/// The simulated engine's HTTP server (Boost.Beast): vLLM's OpenAI routes plus the mocker's own.
+///
+///   POST /v1/completions, /v1/chat/completions   streaming (SSE) or not
+///   GET  /v1/models, /health, /metrics           vLLM-style metric names
+///   GET  /mocker/cache                           the true cache contents of every rank
+///   POST /mocker/restart                         an engine restart (KV-event sequence back to 0)
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/mocker/engine_loop.hpp"
+#include "app/mocker/openai_mock.hpp"
+
+namespace kvr::mocker {
+
+struct server_settings {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8000;
+  std::string model = "mock-model";
+  std::size_t threads = 1;
+};
+
+class http_server {
+ public:
+  /// Binds at once (throws on failure); `ranks` and `prompts` must outlive the server.
+  http_server(server_settings settings, std::vector<std::unique_ptr<engine_loop>>& ranks, const prompt_tokenizer& prompts);
+  ~http_server();
+  [[nodiscard]] std::uint16_t port() const;
+  /// Serves until stop() (callable from a signal-watching thread).
+  void run();
+  void stop();
+
+  struct impl;  ///< (the sessions of http_server.cpp use it)
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace kvr::mocker

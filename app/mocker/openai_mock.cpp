@@ -1,0 +1,160 @@
+#include "app/mocker/openai_mock.hpp"
+
+#include <array>
+
+#include <nlohmann/json.hpp>
+#include <xxhash.h>
+
+namespace kvr::mocker {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::array<std::string_view, 16> words = {"the", "cache", "holds", "every", "block", "that",
+                                                     "a", "prompt", "shares", "with", "its", "past",
+                                                     "so", "routing", "saves", "time"};
+
+std::int64_t created() { return 1767225600; }  // fixed: answers are reproducible byte for byte
+
+}  // namespace
+
+prompt_tokenizer::prompt_tokenizer(std::shared_ptr<const tokenizer> text, std::shared_ptr<const chat_template> chat)
+    : text_(std::move(text)), chat_(std::move(chat)) {}
+
+std::vector<std::uint32_t> prompt_tokenizer::tokenize(const std::string& text) const {
+  std::vector<std::uint32_t> ids;
+  if (text_) {
+    tokenizer own = text_->share();
+    own.encode(text, ids);
+    return ids;
+  }
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    if (end > start) ids.push_back(static_cast<std::uint32_t>(XXH3_64bits(text.data() + start, end - start) % 100000));
+    start = end + 1;
+  }
+  return ids;
+}
+
+std::expected<mock_request, std::string> prompt_tokenizer::parse(std::string_view body, bool chat) const {
+  const json request = json::parse(body, nullptr, false);
+  if (request.is_discarded() || !request.is_object()) return std::unexpected("the body is not a JSON object");
+  mock_request out;
+  out.chat = chat;
+  out.model = request.value("model", std::string("mock-model"));
+  if (auto stream = request.find("stream"); stream != request.end() && stream->is_boolean()) out.stream = stream->get<bool>();
+  if (auto options = request.find("stream_options"); options != request.end() && options->is_object())
+    out.include_usage = options->value("include_usage", false);
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (auto limit = request.find(key); limit != request.end() && limit->is_number_unsigned()) {
+      const auto n = limit->get<std::uint64_t>();
+      if (n == 0 || n > 1000000) return std::unexpected(std::string(key) + " must be from 1 to 1000000");
+      out.max_tokens = static_cast<std::uint32_t>(n);
+    }
+  }
+  if (chat) {
+    const auto messages = request.find("messages");
+    if (messages == request.end() || !messages->is_array()) return std::unexpected("messages must be an array");
+    const std::string messages_json = messages->dump();
+    std::string tools_json, kwargs_json;
+    if (auto tools = request.find("tools"); tools != request.end() && tools->is_array()) tools_json = tools->dump();
+    if (auto kwargs = request.find("chat_template_kwargs"); kwargs != request.end() && kwargs->is_object())
+      kwargs_json = kwargs->dump();
+    const chat_render_inputs inputs{messages_json, tools_json, kwargs_json, request.value("add_generation_prompt", true)};
+    auto rendered = chat_ ? chat_->render(inputs) : chat_template::render_plain(inputs);
+    if (!rendered) return std::unexpected("chat template: " + rendered.error());
+    out.prompt = tokenize(*rendered);
+  } else {
+    const auto prompt = request.find("prompt");
+    if (prompt == request.end()) return std::unexpected("prompt is required");
+    if (prompt->is_string()) {
+      out.prompt = tokenize(prompt->get<std::string>());
+    } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_unsigned()) {
+      for (const json& id : *prompt) {
+        if (!id.is_number_unsigned() || id.get<std::uint64_t>() > UINT32_MAX)
+          return std::unexpected("prompt token ids must be integers in 0..2^32-1");
+        out.prompt.push_back(id.get<std::uint32_t>());
+      }
+    } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_string()) {
+      out.prompt = tokenize((*prompt)[0].get<std::string>());
+    } else {
+      return std::unexpected("prompt must be a string, an array of strings or an array of token ids");
+    }
+  }
+  if (out.prompt.empty()) return std::unexpected("the prompt is empty");
+  return out;
+}
+
+std::string token_text(std::uint64_t id, std::uint32_t index) {
+  return " " + std::string(words[(id + index) % words.size()]);
+}
+
+std::string stream_chunk(const mock_request& request, std::uint64_t id, std::string_view text, bool first, bool last) {
+  json chunk;
+  const json finish = last ? json("length") : json(nullptr);
+  if (request.chat) {
+    json delta = {{"content", text}};
+    if (first) delta = {{"role", "assistant"}, {"content", text}};
+    chunk = {{"id", "chatcmpl-" + std::to_string(id)},
+             {"object", "chat.completion.chunk"},
+             {"created", created()},
+             {"model", request.model},
+             {"choices", json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+  } else {
+    chunk = {{"id", "cmpl-" + std::to_string(id)},
+             {"object", "text_completion"},
+             {"created", created()},
+             {"model", request.model},
+             {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish},
+                                       {"stop_reason", nullptr}}})}};
+  }
+  return "data: " + chunk.dump() + "\n\n";
+}
+
+std::string usage_chunk(const mock_request& request, std::uint64_t id, std::uint32_t completion_tokens) {
+  const json chunk = {{"id", (request.chat ? "chatcmpl-" : "cmpl-") + std::to_string(id)},
+                      {"object", request.chat ? "chat.completion.chunk" : "text_completion"},
+                      {"created", created()},
+                      {"model", request.model},
+                      {"choices", json::array()},
+                      {"usage",
+                       {{"prompt_tokens", request.prompt.size()},
+                        {"completion_tokens", completion_tokens},
+                        {"total_tokens", request.prompt.size() + completion_tokens}}}};
+  return "data: " + chunk.dump() + "\n\n";
+}
+
+std::string final_body(const mock_request& request, std::uint64_t id, std::string_view text,
+                       std::uint32_t completion_tokens) {
+  const json usage = {{"prompt_tokens", request.prompt.size()},
+                      {"completion_tokens", completion_tokens},
+                      {"total_tokens", request.prompt.size() + completion_tokens}};
+  if (request.chat)
+    return json{{"id", "chatcmpl-" + std::to_string(id)},
+                {"object", "chat.completion"},
+                {"created", created()},
+                {"model", request.model},
+                {"choices", json::array({{{"index", 0},
+                                          {"message", {{"role", "assistant"}, {"content", text}}},
+                                          {"logprobs", nullptr},
+                                          {"finish_reason", "length"}}})},
+                {"usage", usage}}
+        .dump();
+  return json{{"id", "cmpl-" + std::to_string(id)},
+              {"object", "text_completion"},
+              {"created", created()},
+              {"model", request.model},
+              {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", "length"},
+                                        {"stop_reason", nullptr}}})},
+              {"usage", usage}}
+      .dump();
+}
+
+std::string error_json(std::string_view message, std::string_view type, int code) {
+  return json{{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}}}}.dump();
+}
+
+}  // namespace kvr::mocker

@@ -1,0 +1,55 @@
+#pragma once
+/// The OpenAI side of the simulated engine: reads a completion or chat request into a prompt's
+/// token ids (tokenized exactly as the router does: same tokenizer, same chat template code),
+/// and writes answers in vLLM's shapes (SSE chunks, final objects, errors).
+
+#include <cstdint>
+#include <expected>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/chat_template.hpp"
+#include "core/tokenizer.hpp"
+
+namespace kvr::mocker {
+
+struct mock_request {
+  bool chat = false;
+  bool stream = false;
+  bool include_usage = false;  ///< stream_options.include_usage
+  std::string model;
+  std::vector<std::uint32_t> prompt;
+  std::uint32_t max_tokens = 16;
+};
+
+/// Turns prompts into token ids. Without a tokenizer, text is split on spaces and each word
+/// hashed to an id (deterministic, but not what a router with a real tokenizer computes).
+class prompt_tokenizer {
+ public:
+  prompt_tokenizer(std::shared_ptr<const tokenizer> text, std::shared_ptr<const chat_template> chat);
+  /// Thread-safe: each call uses its own tokenizer cache.
+  [[nodiscard]] std::expected<mock_request, std::string> parse(std::string_view body, bool chat) const;
+
+ private:
+  std::vector<std::uint32_t> tokenize(const std::string& text) const;
+  std::shared_ptr<const tokenizer> text_;
+  std::shared_ptr<const chat_template> chat_;
+};
+
+/// Deterministic output text: token `index` of request `id`.
+[[nodiscard]] std::string token_text(std::uint64_t id, std::uint32_t index);
+
+/// One SSE `data:` line for `text` (vLLM's chunk shape), with the finish reason on the last.
+[[nodiscard]] std::string stream_chunk(const mock_request& request, std::uint64_t id, std::string_view text,
+                                       bool first, bool last);
+/// The usage chunk sent before `[DONE]` when include_usage is set.
+[[nodiscard]] std::string usage_chunk(const mock_request& request, std::uint64_t id, std::uint32_t completion_tokens);
+/// The whole answer of a non-streaming request.
+[[nodiscard]] std::string final_body(const mock_request& request, std::uint64_t id, std::string_view text,
+                                     std::uint32_t completion_tokens);
+/// `{"error": {...}}` as vLLM answers.
+[[nodiscard]] std::string error_json(std::string_view message, std::string_view type, int code);
+
+}  // namespace kvr::mocker

@@ -1,0 +1,84 @@
+#pragma once
+/// The simulated engine's paged KV cache, modelled on vLLM's prefix caching: fixed-size blocks,
+/// full prompt blocks identified by a chained hash and shared by every sequence that starts with
+/// them, reference counts while sequences run, and LRU eviction of unreferenced blocks in which
+/// a finished sequence's suffix goes before its prefix. Every change a real engine would publish
+/// is appended to a KV-event batch.
+///
+/// The engine's block hash is its own (XXH64 over the tokens, seeded by the parent's hash), not
+/// the router's formula: the router must recompute its hashes from the token ids, as it does for
+/// real engines.
+
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "core/kv_event.hpp"
+
+namespace kvr::mocker {
+
+/// The blocks a running sequence holds.
+struct block_allocation {
+  std::vector<std::uint64_t> cached_blocks;  ///< prompt blocks, by engine hash (pinned)
+  std::uint32_t private_blocks = 0;          ///< the partial last prompt block and decode blocks
+  std::uint32_t reused_blocks = 0;           ///< how many leading prompt blocks were already cached
+};
+
+/// One cached block as a dump shows it.
+struct cached_block {
+  std::uint64_t engine_hash = 0;
+  std::uint64_t router_sequence_hash = 0;  ///< what kvrouter's index should hold for it
+  std::uint32_t references = 0;
+};
+
+class paged_cache {
+ public:
+  paged_cache(std::uint32_t num_blocks, std::uint32_t block_size);
+
+  [[nodiscard]] std::uint32_t block_size() const { return block_size_; }
+  [[nodiscard]] std::uint32_t num_blocks() const { return num_blocks_; }
+
+  /// Engine hashes of the prompt's full blocks.
+  [[nodiscard]] std::vector<std::uint64_t> engine_hashes(std::span<const std::uint32_t> tokens) const;
+  /// How many leading blocks of `hashes` are cached now.
+  [[nodiscard]] std::uint32_t cached_prefix(std::span<const std::uint64_t> hashes) const;
+  /// Blocks a sequence needs in all: its prompt's plus room for `max_new_tokens`.
+  [[nodiscard]] std::uint32_t blocks_needed(std::size_t prompt_tokens, std::uint32_t max_new_tokens) const;
+
+  /// Pins the cached prefix, evicts what it must (LRU, BlockRemoved per block), stores the new
+  /// full prompt blocks (one BlockStored) and reserves the rest. Nullopt, with nothing changed,
+  /// if the free blocks do not suffice now.
+  std::optional<block_allocation> allocate(std::span<const std::uint32_t> tokens, std::uint32_t max_new_tokens,
+                                           std::vector<kv_event>& events);
+  /// A sequence finished: its prompt blocks stay cached but become evictable, suffix first.
+  void release(const block_allocation& allocation);
+  /// An engine restart: everything gone, no events (the restart itself is the signal).
+  void reset();
+
+  /// Blocks held by running sequences, as a fraction of all (vLLM's KV-cache usage).
+  [[nodiscard]] double usage() const;
+  [[nodiscard]] std::size_t cached_blocks() const { return blocks_.size(); }
+  [[nodiscard]] std::vector<cached_block> dump() const;
+
+ private:
+  struct block {
+    std::uint64_t router_sequence_hash = 0;
+    std::uint32_t references = 0;
+    std::list<std::uint64_t>::iterator lru;  ///< valid while references == 0
+  };
+  [[nodiscard]] std::uint32_t free_blocks() const;
+  void pin(std::uint64_t hash);
+  void evict_one(std::vector<kv_event>& events);
+
+  std::uint32_t num_blocks_;
+  std::uint32_t block_size_;
+  std::unordered_map<std::uint64_t, block> blocks_;  ///< cached full blocks by engine hash
+  std::list<std::uint64_t> evictable_;                ///< unreferenced cached blocks, next victim first
+  std::uint32_t pinned_ = 0;                          ///< cached blocks with references > 0
+  std::uint32_t private_ = 0;                         ///< uncached blocks of running sequences
+};
+
+}  // namespace kvr::mocker

@@ -1,0 +1,84 @@
+#include "core/mocker/paged_cache.hpp"
+
+#include <numeric>
+
+#include <gtest/gtest.h>
+
+#include "core/block_hash.hpp"
+
+namespace kvr::mocker {
+namespace {
+
+std::vector<std::uint32_t> tokens(std::uint32_t first, std::size_t count) {
+  std::vector<std::uint32_t> t(count);
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+std::vector<std::uint64_t> removed_hashes(const std::vector<kv_event>& events) {
+  std::vector<std::uint64_t> out;
+  for (const kv_event& e : events)
+    if (const auto* r = std::get_if<kv_removed>(&e)) out.insert(out.end(), r->block_hashes.begin(), r->block_hashes.end());
+  return out;
+}
+
+TEST(paged_cache, a_shared_prefix_is_reused_and_only_new_blocks_are_stored_after_their_parent) {
+  paged_cache cache(64, 4);
+  std::vector<kv_event> events;
+  const auto a = tokens(0, 16);
+  auto first = cache.allocate(a, 4, events);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->reused_blocks, 0u);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(std::get<kv_stored>(events[0]).block_hashes.size(), 4u);
+  EXPECT_FALSE(std::get<kv_stored>(events[0]).parent_block_hash.has_value());
+
+  auto b = tokens(0, 12);
+  const auto tail = tokens(100, 6);
+  b.insert(b.end(), tail.begin(), tail.end());  // 3 shared blocks, 1 new full block, 2 tokens over
+  events.clear();
+  auto second = cache.allocate(b, 4, events);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->reused_blocks, 3u);
+  EXPECT_EQ(second->private_blocks, 2u);  // the partial block and the decode room
+  ASSERT_EQ(events.size(), 1u);
+  const auto& stored = std::get<kv_stored>(events[0]);
+  EXPECT_EQ(stored.parent_block_hash, cache.engine_hashes(a)[2]);
+  EXPECT_EQ(stored.token_ids, (std::vector<std::uint32_t>{100, 101, 102, 103}));
+}
+
+TEST(paged_cache, a_finished_sequence_is_evicted_suffix_first_and_running_ones_never) {
+  paged_cache cache(6, 4);
+  std::vector<kv_event> events;
+  const auto a = tokens(0, 16);  // 4 blocks, no decode room
+  auto held = cache.allocate(a, 0, events);
+  ASSERT_TRUE(held);
+  events.clear();
+  EXPECT_FALSE(cache.allocate(tokens(500, 16), 0, events)) << "only 2 free blocks while a runs";
+  EXPECT_TRUE(events.empty());
+  cache.release(*held);
+  auto other = cache.allocate(tokens(500, 16), 0, events);  // needs 2 of a's 4 blocks
+  ASSERT_TRUE(other);
+  const auto a_hashes = cache.engine_hashes(a);
+  EXPECT_EQ(removed_hashes(events), (std::vector<std::uint64_t>{a_hashes[3], a_hashes[2]}));
+  EXPECT_EQ(cache.cached_prefix(a_hashes), 2u) << "a's prefix outlives its suffix";
+}
+
+TEST(paged_cache, the_dump_carries_the_sequence_hashes_the_router_computes_from_the_tokens) {
+  paged_cache cache(16, 4);
+  std::vector<kv_event> events;
+  const auto a = tokens(7, 12);
+  ASSERT_TRUE(cache.allocate(a, 0, events));
+  std::vector<std::uint64_t> local, sequence;
+  compute_local_hashes(a, 4, {}, {}, local);
+  compute_sequence_hashes(local, sequence);
+  std::vector<std::uint64_t> dumped;
+  for (const cached_block& b : cache.dump()) dumped.push_back(b.router_sequence_hash);
+  std::sort(dumped.begin(), dumped.end());
+  std::sort(sequence.begin(), sequence.end());
+  EXPECT_EQ(dumped, sequence);
+  EXPECT_DOUBLE_EQ(cache.usage(), 3.0 / 16);
+}
+
+}  // namespace
+}  // namespace kvr::mocker
