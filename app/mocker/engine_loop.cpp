@@ -55,7 +55,18 @@ void engine_loop::restart() {
 
 rank_snapshot engine_loop::snapshot() const {
   std::lock_guard lock(mutex_);
-  return {engine_.running(), engine_.waiting(), engine_.cache().usage(), engine_.cache().cached_blocks(), engine_.counters()};
+  rank_snapshot s{engine_.running(), engine_.waiting(), engine_.cache().usage(), engine_.cache().cached_blocks(),
+                  engine_.counters()};
+  if (publisher_) {
+    s.event_batches = publisher_->counters().batches;
+    s.dropped_batches = publisher_->counters().dropped;
+  }
+  return s;
+}
+
+void engine_loop::set_drop_pct(double pct) {
+  std::lock_guard lock(mutex_);
+  if (publisher_) publisher_->set_drop_pct(pct);
 }
 
 std::size_t engine_loop::load() const {

@@ -27,6 +27,8 @@ struct rank_snapshot {
   double kv_usage = 0;
   std::size_t cached_blocks = 0;
   engine_counters counters;
+  std::uint64_t event_batches = 0;   ///< KV-event batches published (sequence numbers used)
+  std::uint64_t dropped_batches = 0; ///< of which not sent live
 };
 
 class engine_loop {
@@ -41,6 +43,9 @@ class engine_loop {
   void abort(std::uint64_t id);
   /// Ends every request with an error, empties the cache and restarts the event sequence.
   void restart();
+
+  /// Fault injection at run time: the share of KV-event batches not sent live.
+  void set_drop_pct(double pct);
 
   [[nodiscard]] rank_snapshot snapshot() const;
   /// The true cache contents: engine and router hashes of every cached block.

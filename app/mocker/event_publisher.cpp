@@ -32,7 +32,8 @@ struct buffered_batch {
 
 }  // namespace
 
-event_publisher::event_publisher(publisher_settings settings) : settings_(std::move(settings)) {
+event_publisher::event_publisher(publisher_settings settings)
+    : settings_(std::move(settings)), drop_pct_(settings_.drop_pct) {
   thread_ = std::thread([this] { run(); });
   std::unique_lock lock(startup_mutex_);
   started_.wait(lock, [this] { return startup_done_; });
@@ -126,7 +127,8 @@ void event_publisher::run() {
     for (const kv_batch& batch : batches) {
       buffered_batch b{next_seq++, encode_kv_batch(batch, settings_.encoding)};
       ++counters_.batches;
-      if (settings_.drop_pct > 0 && percent(random) < settings_.drop_pct) {
+      const double drop_pct = drop_pct_;
+      if (drop_pct > 0 && percent(random) < drop_pct) {
         ++counters_.dropped;
       } else {
         const auto seq_bytes = big_endian(b.seq);

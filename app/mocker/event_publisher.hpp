@@ -49,6 +49,8 @@ class event_publisher {
 
   void publish(std::vector<kv_event> events, double timestamp);
   void restart();
+  /// Changes the share of batches dropped from now on (fault injection at run time).
+  void set_drop_pct(double pct) { drop_pct_ = pct; }
   [[nodiscard]] const publisher_counters& counters() const { return counters_; }
 
  private:
@@ -56,6 +58,7 @@ class event_publisher {
 
   publisher_settings settings_;
   publisher_counters counters_;
+  std::atomic<double> drop_pct_;
   std::mutex mutex_;
   std::deque<kv_batch> queue_;
   bool restart_requested_ = false;

@@ -29,10 +29,16 @@ struct http_server::impl {
   impl(server_settings s, std::vector<std::unique_ptr<engine_loop>>& r, const prompt_tokenizer& p)
       : settings(std::move(s)), ranks(r), prompts(p) {}
 
+  std::atomic<std::size_t> rotation{0};
+
+  /// The rank with the fewest requests; ties rotate, so idle ranks share the traffic.
   engine_loop& least_loaded(std::size_t& rank) {
-    rank = 0;
-    for (std::size_t r = 1; r < ranks.size(); ++r)
+    const std::size_t start = rotation++ % ranks.size();
+    rank = start;
+    for (std::size_t i = 1; i < ranks.size(); ++i) {
+      const std::size_t r = (start + i) % ranks.size();
       if (ranks[r]->load() < ranks[rank]->load()) rank = r;
+    }
     return *ranks[rank];
   }
 
@@ -97,6 +103,14 @@ class session : public std::enable_shared_from_this<session> {
     if (post && path == "/mocker/restart") {
       for (const auto& rank : server_.ranks) rank->restart();
       return respond(200, R"({"restarted":true})");
+    }
+    if (post && path == "/mocker/faults") {
+      const auto faults = nlohmann::json::parse(request.body(), nullptr, false);
+      if (!faults.is_object() || !faults.contains("drop_batches_pct") || !faults["drop_batches_pct"].is_number() ||
+          faults["drop_batches_pct"].get<double>() < 0 || faults["drop_batches_pct"].get<double>() > 100)
+        return respond(400, error_json("expected {\"drop_batches_pct\": 0..100}", "BadRequestError", 400));
+      for (const auto& rank : server_.ranks) rank->set_drop_pct(faults["drop_batches_pct"].get<double>());
+      return respond(200, faults.dump());
     }
     if (post && (path == "/v1/completions" || path == "/v1/chat/completions"))
       return generate(request.body(), path == "/v1/chat/completions");
@@ -237,6 +251,10 @@ std::string http_server::impl::metrics() const {
          [](const rank_snapshot& s) { return s.counters.finished_requests; });
   family("kvrouter_mocker_cached_blocks", "Blocks in the prefix cache (referenced or not).", "gauge",
          [](const rank_snapshot& s) { return s.cached_blocks; });
+  family("kvrouter_mocker_kv_event_batches_total", "KV-event batches published (sequence numbers used).", "counter",
+         [](const rank_snapshot& s) { return s.event_batches; });
+  family("kvrouter_mocker_kv_event_batches_dropped_total", "Of which not sent live (fault injection).", "counter",
+         [](const rank_snapshot& s) { return s.dropped_batches; });
   return out;
 }
 

@@ -5,6 +5,7 @@
 ///   GET  /v1/models, /health, /metrics           vLLM-style metric names
 ///   GET  /mocker/cache                           the true cache contents of every rank
 ///   POST /mocker/restart                         an engine restart (KV-event sequence back to 0)
+///   POST /mocker/faults {"drop_batches_pct": P}  change the KV-event drop rate at run time
 
 #include <cstdint>
 #include <memory>

@@ -57,7 +57,8 @@ KV events (off unless --kv-events-endpoint is given):
 
 Routes: POST /v1/completions, /v1/chat/completions; GET /v1/models, /health, /metrics (vLLM
 names: vllm:num_requests_running, vllm:prefix_cache_queries_total, ...); GET /mocker/cache (the
-true cache contents per rank); POST /mocker/restart (an engine restart).
+true cache contents per rank); POST /mocker/restart (an engine restart); POST /mocker/faults
+{"drop_batches_pct": P} (change the drop rate at run time).
 )";
 
 struct options {
