@@ -1,0 +1,304 @@
+/// `kvrouter-bench`: the load generator every kvrouter performance claim is measured with. See
+/// docs/bench.md.
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "app/bench/cluster.hpp"
+#include "app/bench/load_client.hpp"
+#include "app/bench/report.hpp"
+#include "app/flags.hpp"
+#include "core/loadgen/stats.hpp"
+#include "core/loadgen/workload.hpp"
+
+namespace kvr::bench {
+namespace {
+
+constexpr const char* usage = R"(Usage:
+  kvrouter-bench compare [--policies kv,round-robin,...] [--mockers N] [--mocker-flag F]... [--router-flag F]...
+                         WORKLOAD [LOAD] [OUTPUT]
+      Runs the same workload against each policy, each on a fresh local cluster (N kvrouter-mocker
+      processes with KV events, kvrouter in front), and prints one table.
+      Policies: kv, approx-kv, load-aware, round-robin, random, power-of-two, least-loaded
+      (default kv,approx-kv,load-aware,round-robin,random). --mockers default 4.
+  kvrouter-bench run --url http://HOST:PORT [--router-pid PID] [--worker-metrics URL]... WORKLOAD [LOAD] [OUTPUT]
+      Runs the workload against a router you started; hit rate from the workers' /metrics URLs,
+      router CPU from /proc/PID.
+  kvrouter-bench trace-ceiling FILE [--requests N]
+      Prints a Mooncake trace's reuse ceiling: the share of its blocks seen earlier in the trace.
+
+Workload (token-id prompts to /v1/completions, streamed):
+  --trace FILE                 Mooncake trace JSONL (timestamp ms, input_length, output_length, hash_ids)
+  --trace-block-tokens N       tokens per hash id (default 512)
+  --trace-speedup X            divide the trace's timestamps by X (default 1)
+  --shared-prefix              synthetic groups sharing a system prompt (the default workload)
+  --groups N                   (default 16)      --prompts-per-group N   (default 16)
+  --system-tokens N            (default 2048)    --question-tokens N     (default 128)
+  --output-tokens N            (default 32; caps trace outputs too)       --turns N (default 1)
+  --requests N                 send at most N requests
+  --seed N                     workload and arrival seed (default 42)
+Load:
+  --rate R                     open loop, Poisson arrivals at R requests/s (default for synthetic: 20)
+  --concurrency C              closed loop, C requests in flight
+                               (a trace without either uses its own timestamps)
+  --duration S                 stop sending after S seconds
+  --model NAME                 the model in requests (default mock-model)
+Output:
+  --out FILE.json              one object per policy: policy, requests, errors, rps, hit_rate,
+                               ttft_mean_ms, ttft_p50_ms, ttft_p99_ms, itl_mean_ms, router_cpu_us_per_req, ...
+  --csv FILE.csv               the same as CSV
+  --plot FILE.png              TTFT distributions per policy (gnuplot)
+  --no-progress                no progress line
+)";
+
+struct options {
+  std::string command;
+  std::string url;
+  pid_t router_pid = -1;
+  std::vector<std::string> worker_metrics;
+  std::vector<std::string> policies = {"kv", "approx-kv", "load-aware", "round-robin", "random"};
+  std::size_t mockers = 4;
+  std::vector<std::string> mocker_flags;
+  std::vector<std::string> router_flags;
+  std::string trace;
+  loadgen::trace_options trace_options;
+  loadgen::shared_prefix_options synthetic;
+  bool output_tokens_given = false;
+  std::size_t max_requests = 0;
+  double rate = 0;
+  std::size_t concurrency = 0;
+  double duration = 0;
+  std::string model = "mock-model";
+  std::string out, csv, plot;
+  bool progress = true;
+  std::string trace_file_for_ceiling;
+};
+
+template <class T>
+bool number(const std::string& text, T& out) {
+  std::istringstream in(text);
+  in >> out;
+  return !in.fail() && in.eof();
+}
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::expected<options, std::string> parse(const std::vector<std::string>& args) {
+  options o;
+  if (args.empty() || args[0] == "-h" || args[0] == "--help") return std::unexpected("");
+  o.command = args[0];
+  if (o.command != "compare" && o.command != "run" && o.command != "trace-ceiling")
+    return std::unexpected("unknown command " + o.command + " (compare, run or trace-ceiling; see --help)");
+  cli::flag_reader flags({args.begin() + 1, args.end()});
+  while (flags.next()) {
+    const std::string name = flags.name();
+    if (name == "-h" || name == "--help") return std::unexpected("");
+    if (name == "--shared-prefix") continue;
+    if (name == "--no-progress") {
+      o.progress = false;
+      continue;
+    }
+    if (!name.starts_with("--") && o.command == "trace-ceiling" && o.trace_file_for_ceiling.empty()) {
+      o.trace_file_for_ceiling = name;
+      continue;
+    }
+    const auto value = flags.value();
+    if (!value) return std::unexpected(name + " needs a value");
+    const std::string& v = *value;
+    bool ok = true;
+    if (name == "--url") o.url = v;
+    else if (name == "--router-pid") ok = number(v, o.router_pid);
+    else if (name == "--worker-metrics") o.worker_metrics.push_back(v);
+    else if (name == "--policies") o.policies = split_commas(v);
+    else if (name == "--mockers") ok = number(v, o.mockers) && o.mockers > 0;
+    else if (name == "--mocker-flag") o.mocker_flags.push_back(v);
+    else if (name == "--router-flag") o.router_flags.push_back(v);
+    else if (name == "--trace") o.trace = v;
+    else if (name == "--trace-block-tokens") ok = number(v, o.trace_options.block_tokens) && o.trace_options.block_tokens > 0;
+    else if (name == "--trace-speedup") ok = number(v, o.trace_options.speedup) && o.trace_options.speedup > 0;
+    else if (name == "--groups") ok = number(v, o.synthetic.groups) && o.synthetic.groups > 0;
+    else if (name == "--prompts-per-group") ok = number(v, o.synthetic.prompts_per_group) && o.synthetic.prompts_per_group > 0;
+    else if (name == "--system-tokens") ok = number(v, o.synthetic.system_tokens);
+    else if (name == "--question-tokens") ok = number(v, o.synthetic.question_tokens);
+    else if (name == "--output-tokens") ok = (o.output_tokens_given = number(v, o.synthetic.output_tokens)) && o.synthetic.output_tokens > 0;
+    else if (name == "--turns") ok = number(v, o.synthetic.turns) && o.synthetic.turns > 0;
+    else if (name == "--requests") ok = number(v, o.max_requests);
+    else if (name == "--seed") ok = number(v, o.synthetic.seed);
+    else if (name == "--rate") ok = number(v, o.rate) && o.rate > 0;
+    else if (name == "--concurrency") ok = number(v, o.concurrency) && o.concurrency > 0;
+    else if (name == "--duration") ok = number(v, o.duration) && o.duration > 0;
+    else if (name == "--model") o.model = v;
+    else if (name == "--out") o.out = v;
+    else if (name == "--csv") o.csv = v;
+    else if (name == "--plot") o.plot = v;
+    else return std::unexpected("unknown flag " + name + " (see --help)");
+    if (!ok) return std::unexpected(fmt::format("{}: bad value \"{}\"", name, v));
+  }
+  if (o.command == "run" && o.url.empty()) return std::unexpected("run needs --url http://HOST:PORT");
+  if (o.command == "trace-ceiling" && o.trace_file_for_ceiling.empty()) return std::unexpected("trace-ceiling needs a FILE");
+  for (const auto& p : o.policies)
+    if (policy_flags(p).empty()) return std::unexpected("unknown policy " + p);
+  if (o.rate > 0 && o.concurrency > 0) return std::unexpected("--rate and --concurrency exclude each other");
+  return o;
+}
+
+std::expected<std::string, std::string> read_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::unexpected("cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::expected<std::vector<loadgen::request_spec>, std::string> build_workload(const options& o) {
+  std::vector<loadgen::request_spec> requests;
+  if (!o.trace.empty()) {
+    auto text = read_file(o.trace);
+    if (!text) return std::unexpected(text.error());
+    loadgen::trace_options trace = o.trace_options;
+    trace.max_requests = o.max_requests;
+    if (o.output_tokens_given) trace.max_output_tokens = o.synthetic.output_tokens;
+    auto parsed = loadgen::mooncake_trace(*text, trace);
+    if (!parsed) return std::unexpected(o.trace + ": " + parsed.error());
+    requests = std::move(*parsed);
+  } else {
+    requests = loadgen::shared_prefix(o.synthetic);
+    if (o.max_requests > 0 && requests.size() > o.max_requests) requests.resize(o.max_requests);
+  }
+  const bool uses_trace_times = !o.trace.empty() && o.rate == 0 && o.concurrency == 0;
+  if (!uses_trace_times && o.concurrency == 0) loadgen::poisson_arrivals(requests, o.rate > 0 ? o.rate : 20.0, o.synthetic.seed);
+  return requests;
+}
+
+struct worker_counters {
+  double hits = 0, queries = 0;
+};
+
+worker_counters read_worker_counters(const std::vector<std::string>& metrics_urls) {
+  worker_counters c;
+  for (const std::string& url : metrics_urls) {
+    const std::string text = http_get(url);
+    c.hits += loadgen::prometheus_sum(text, "vllm:prefix_cache_hits_total");
+    c.queries += loadgen::prometheus_sum(text, "vllm:prefix_cache_queries_total");
+  }
+  return c;
+}
+
+/// One measured run against a router at `port` (and, when known, its pid and workers).
+policy_report measure(const options& o, const std::string& label, const std::string& host, const std::string& port,
+                      pid_t router_pid, const std::vector<std::string>& metrics_urls,
+                      const std::vector<loadgen::request_spec>& requests) {
+  load_settings load;
+  load.host = host;
+  load.port = port;
+  load.model = o.model;
+  load.concurrency = o.concurrency;
+  load.duration_s = o.duration;
+  load.progress = o.progress;
+  load.label = label;
+  const worker_counters before = read_worker_counters(metrics_urls);
+  const double cpu_before = router_pid > 0 ? process_cpu_seconds(router_pid) : -1;
+  double wall = 0;
+  std::vector<request_result> results = run_load(load, requests, wall);
+  const double cpu_after = router_pid > 0 ? process_cpu_seconds(router_pid) : -1;
+  const worker_counters after = read_worker_counters(metrics_urls);
+  policy_report report = summarize_run(label, results, wall);
+  if (!metrics_urls.empty() && after.queries > before.queries)
+    report.hit_rate = (after.hits - before.hits) / (after.queries - before.queries);
+  if (cpu_before >= 0 && cpu_after >= 0 && report.requests > 0)
+    report.router_cpu_us_per_req = (cpu_after - cpu_before) * 1e6 / static_cast<double>(report.requests);
+  return report;
+}
+
+std::string sibling_binary(const std::string& name) {
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / name).string();
+}
+
+int run(const options& o) {
+  if (o.command == "trace-ceiling") {
+    auto text = read_file(o.trace_file_for_ceiling);
+    if (!text) throw std::runtime_error(text.error());
+    auto ceiling = loadgen::trace_reuse_ceiling(*text, o.max_requests);
+    if (!ceiling) throw std::runtime_error(ceiling.error());
+    std::cout << fmt::format("{:.4f}\n", *ceiling);
+    return 0;
+  }
+  auto requests = build_workload(o);
+  if (!requests) throw std::runtime_error(requests.error());
+  std::size_t prompt_tokens = 0;
+  for (const auto& r : *requests) prompt_tokens += r.prompt.size();
+  std::cerr << fmt::format("kvrouter-bench: {} requests, {:.0f} prompt tokens on average\n", requests->size(),
+                           requests->empty() ? 0.0 : static_cast<double>(prompt_tokens) / requests->size());
+  std::vector<policy_report> reports;
+  if (o.command == "run") {
+    const auto colon = o.url.rfind(':');
+    const std::string host = o.url.substr(7, colon - 7);
+    std::string port = o.url.substr(colon + 1);
+    if (auto slash = port.find('/'); slash != std::string::npos) port.resize(slash);
+    std::vector<std::string> metrics;
+    for (const auto& w : o.worker_metrics) metrics.push_back(w.find("/metrics") == std::string::npos ? w + "/metrics" : w);
+    reports.push_back(measure(o, "run", host, port, o.router_pid, metrics, *requests));
+  } else {
+    char scratch[] = "/tmp/kvrouter-bench-XXXXXX";
+    if (mkdtemp(scratch) == nullptr) throw std::runtime_error("cannot create a scratch directory");
+    for (const std::string& policy : o.policies) {
+      cluster_settings settings;
+      settings.kvrouter = sibling_binary("kvrouter");
+      settings.mocker = sibling_binary("kvrouter-mocker");
+      settings.mockers = o.mockers;
+      settings.mocker_flags = o.mocker_flags;
+      settings.router_flags = o.router_flags;
+      settings.policy = policy;
+      settings.model = o.model;
+      settings.workdir = scratch;
+      local_cluster cluster(settings);
+      std::vector<std::string> metrics;
+      for (const auto& url : cluster.mocker_urls()) metrics.push_back(url + "/metrics");
+      reports.push_back(measure(o, policy, "127.0.0.1", std::to_string(cluster.router_port()), cluster.router_pid(), metrics,
+                                *requests));
+    }
+    std::filesystem::remove_all(scratch);
+  }
+  print_table(reports);
+  if (!o.out.empty()) write_json(reports, o.out);
+  if (!o.csv.empty()) write_csv(reports, o.csv);
+  if (!o.plot.empty() && write_plot(reports, o.plot)) std::cout << "TTFT plot: " << o.plot << "\n";
+  std::size_t errors = 0;
+  for (const auto& r : reports) errors += r.errors;
+  return errors == 0 ? 0 : 3;
+}
+
+}  // namespace
+}  // namespace kvr::bench
+
+int main(int argc, char** argv) {
+  auto parsed = kvr::bench::parse({argv + 1, argv + argc});
+  if (!parsed) {
+    if (parsed.error().empty()) {
+      std::cout << kvr::bench::usage;
+      return 0;
+    }
+    std::cerr << "kvrouter-bench: " << parsed.error() << "\n";
+    return 2;
+  }
+  try {
+    return kvr::bench::run(*parsed);
+  } catch (const std::exception& e) {
+    std::cerr << "kvrouter-bench: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,183 @@
+#include "app/bench/cluster.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace kvr::bench {
+
+namespace {
+
+/// Starts `argv` with stderr (and stdout) to `log`; returns its pid.
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+void stop(pid_t pid) {
+  if (pid <= 0) return;
+  kill(pid, SIGTERM);
+  for (int i = 0; i < 100; ++i) {
+    if (waitpid(pid, nullptr, WNOHANG) == pid) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string tail(const std::string& path) {
+  const std::string text = read_text(path);
+  return text.size() > 1500 ? text.substr(text.size() - 1500) : text;
+}
+
+bool alive(pid_t pid) { return waitpid(pid, nullptr, WNOHANG) == 0; }
+
+}  // namespace
+
+std::vector<std::string> policy_flags(const std::string& policy) {
+  if (policy == "kv") return {"--router-mode", "kv"};
+  if (policy == "approx-kv") return {"--router-mode", "kv", "--no-kv-events"};
+  if (policy == "load-aware") return {"--load-aware"};
+  if (policy == "round-robin" || policy == "random" || policy == "power-of-two" || policy == "least-loaded")
+    return {"--router-mode", policy};
+  return {};
+}
+
+bool policy_uses_kv_events(const std::string& policy) { return policy == "kv"; }
+
+local_cluster::local_cluster(cluster_settings settings) : settings_(std::move(settings)) {
+  namespace fs = std::filesystem;
+  fs::create_directories(settings_.workdir);
+  std::vector<std::string> workers;
+  try {
+    for (std::size_t i = 0; i < settings_.mockers; ++i) {
+      const std::string base = fmt::format("{}/{}-m{}", settings_.workdir, settings_.policy, i);
+      fs::remove(base + ".port");
+      std::vector<std::string> argv = {settings_.mocker, "--port", "0", "--port-file", base + ".port",
+                                       "--model", settings_.model, "--block-size", std::to_string(settings_.block_size)};
+      const std::string kv = "ipc://" + base + ".kv", replay = "ipc://" + base + ".replay";
+      if (policy_uses_kv_events(settings_.policy))
+        argv.insert(argv.end(), {"--kv-events-endpoint", kv, "--replay-endpoint", replay});
+      argv.insert(argv.end(), settings_.mocker_flags.begin(), settings_.mocker_flags.end());
+      mockers_.push_back(spawn(argv, base + ".log"));
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!fs::exists(base + ".port")) {
+        if (!alive(mockers_.back()) || std::chrono::steady_clock::now() > deadline)
+          throw std::runtime_error("kvrouter-mocker did not start:\n" + tail(base + ".log"));
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      mocker_urls_.push_back("http://127.0.0.1:" + read_text(base + ".port"));
+      std::string spec = mocker_urls_.back() + fmt::format(",id=m{}", i);
+      if (policy_uses_kv_events(settings_.policy)) spec += ",kv=" + kv + ",replay=" + replay;
+      workers.push_back(spec);
+    }
+    const std::string log = fmt::format("{}/{}-router.log", settings_.workdir, settings_.policy);
+    std::vector<std::string> argv = {settings_.kvrouter, "--host", "127.0.0.1", "--port", "0", "--model", settings_.model,
+                                     "--block-size", std::to_string(settings_.block_size)};
+    for (const auto& w : workers) argv.insert(argv.end(), {"--worker", w});
+    const auto flags = policy_flags(settings_.policy);
+    if (flags.empty()) throw std::runtime_error("unknown policy " + settings_.policy);
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), settings_.router_flags.begin(), settings_.router_flags.end());
+    router_ = spawn(argv, log);
+    const std::regex serving(R"(serving .* on http://[^:]+:(\d+))");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (router_port_ == 0 || http_get(fmt::format("http://127.0.0.1:{}/ready", router_port_)).empty()) {
+      if (!alive(router_) || std::chrono::steady_clock::now() > deadline)
+        throw std::runtime_error("kvrouter did not become ready:\n" + tail(log));
+      std::smatch match;
+      const std::string text = read_text(log);
+      if (router_port_ == 0 && std::regex_search(text, match, serving)) router_port_ = static_cast<std::uint16_t>(std::stoi(match[1]));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } catch (...) {
+    stop(router_);
+    for (pid_t p : mockers_) stop(p);
+    throw;
+  }
+}
+
+local_cluster::~local_cluster() {
+  stop(router_);
+  for (pid_t p : mockers_) stop(p);
+}
+
+std::string http_get(const std::string& url) {
+  const std::regex pattern(R"(http://([^:/]+):(\d+)(/.*)?)");
+  std::smatch match;
+  if (!std::regex_match(url, match, pattern)) return {};
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* address = nullptr;
+  if (getaddrinfo(match[1].str().c_str(), match[2].str().c_str(), &hints, &address) != 0) return {};
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  std::string response;
+  if (connect(fd, address->ai_addr, address->ai_addrlen) == 0) {
+    const std::string path = match[3].matched ? match[3].str() : "/";
+    const std::string request = fmt::format("GET {} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", path, match[1].str());
+    if (send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+      char buffer[16384];
+      ssize_t n = 0;
+      while ((n = recv(fd, buffer, sizeof(buffer), 0)) > 0) response.append(buffer, static_cast<std::size_t>(n));
+    }
+  }
+  close(fd);
+  freeaddrinfo(address);
+  if (!response.starts_with("HTTP/1.1 200")) return {};
+  const auto body = response.find("\r\n\r\n");
+  return body == std::string::npos ? std::string() : response.substr(body + 4);
+}
+
+double process_cpu_seconds(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string text;
+  if (!std::getline(in, text)) return -1;
+  // Fields after the command name (which may contain spaces) start after the last ')'.
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace kvr::bench

@@ -1,0 +1,116 @@
+#include "app/bench/report.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace kvr::bench {
+
+policy_report summarize_run(std::string policy, std::vector<request_result>& results, double wall_s) {
+  policy_report r;
+  r.policy = std::move(policy);
+  r.requests = results.size();
+  r.wall_s = wall_s;
+  std::vector<double> itl;
+  std::size_t tokens = 0;
+  for (const request_result& result : results) {
+    if (!result.ok) {
+      ++r.errors;
+      if (r.first_error.empty()) r.first_error = result.error;
+      continue;
+    }
+    r.ttft_samples.push_back(result.ttft_ms);
+    itl.insert(itl.end(), result.itl_ms.begin(), result.itl_ms.end());
+    tokens += result.output_chunks;
+  }
+  const std::size_t ok = r.requests - r.errors;
+  r.rps = wall_s > 0 ? static_cast<double>(ok) / wall_s : 0;
+  r.output_tokens_per_s = wall_s > 0 ? static_cast<double>(tokens) / wall_s : 0;
+  r.ttft_ms = loadgen::summarize(r.ttft_samples);
+  r.itl_ms = loadgen::summarize(itl);
+  return r;
+}
+
+void print_table(const std::vector<policy_report>& reports) {
+  std::cout << fmt::format("\n{:<13} {:>8} {:>6} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "policy", "requests",
+                           "errors", "req/s", "hit rate", "TTFT avg", "TTFT p50", "TTFT p99", "ITL avg", "ITL p99",
+                           "CPU us/req");
+  for (const policy_report& r : reports) {
+    std::cout << fmt::format("{:<13} {:>8} {:>6} {:>8.1f} {:>9} {:>7.1f}ms {:>7.1f}ms {:>7.1f}ms {:>7.2f}ms {:>7.2f}ms {:>9}\n",
+                             r.policy, r.requests, r.errors, r.rps,
+                             r.hit_rate < 0 ? std::string("-") : fmt::format("{:.1f}%", 100 * r.hit_rate), r.ttft_ms.mean,
+                             r.ttft_ms.p50, r.ttft_ms.p99, r.itl_ms.mean, r.itl_ms.p99,
+                             r.router_cpu_us_per_req < 0 ? std::string("-") : fmt::format("{:.0f}", r.router_cpu_us_per_req));
+    if (!r.first_error.empty()) std::cout << "    first error: " << r.first_error << "\n";
+  }
+}
+
+void write_json(const std::vector<policy_report>& reports, const std::string& path) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const policy_report& r : reports) {
+    auto optional = [](double v) { return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v); };
+    out.push_back({{"policy", r.policy},
+                   {"requests", r.requests},
+                   {"errors", r.errors},
+                   {"wall_s", r.wall_s},
+                   {"rps", r.rps},
+                   {"output_tokens_per_s", r.output_tokens_per_s},
+                   {"hit_rate", optional(r.hit_rate)},
+                   {"ttft_mean_ms", r.ttft_ms.mean},
+                   {"ttft_p50_ms", r.ttft_ms.p50},
+                   {"ttft_p90_ms", r.ttft_ms.p90},
+                   {"ttft_p99_ms", r.ttft_ms.p99},
+                   {"itl_mean_ms", r.itl_ms.mean},
+                   {"itl_p50_ms", r.itl_ms.p50},
+                   {"itl_p90_ms", r.itl_ms.p90},
+                   {"itl_p99_ms", r.itl_ms.p99},
+                   {"router_cpu_us_per_req", optional(r.router_cpu_us_per_req)},
+                   {"first_error", r.first_error}});
+  }
+  std::ofstream(path) << out.dump(2) << "\n";
+}
+
+void write_csv(const std::vector<policy_report>& reports, const std::string& path) {
+  std::ofstream out(path);
+  out << "policy,requests,errors,wall_s,rps,output_tokens_per_s,hit_rate,ttft_mean_ms,ttft_p50_ms,ttft_p90_ms,ttft_p99_ms,"
+         "itl_mean_ms,itl_p50_ms,itl_p90_ms,itl_p99_ms,router_cpu_us_per_req\n";
+  for (const policy_report& r : reports)
+    out << fmt::format("{},{},{},{:.3f},{:.3f},{:.1f},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{}\n", r.policy,
+                       r.requests, r.errors, r.wall_s, r.rps, r.output_tokens_per_s,
+                       r.hit_rate < 0 ? std::string() : fmt::format("{:.4f}", r.hit_rate), r.ttft_ms.mean, r.ttft_ms.p50,
+                       r.ttft_ms.p90, r.ttft_ms.p99, r.itl_ms.mean, r.itl_ms.p50, r.itl_ms.p90, r.itl_ms.p99,
+                       r.router_cpu_us_per_req < 0 ? std::string() : fmt::format("{:.1f}", r.router_cpu_us_per_req));
+}
+
+bool write_plot(const std::vector<policy_report>& reports, const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path data_dir = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  std::string script = fmt::format(
+      "set terminal pngcairo size 900,560 noenhanced\nset output '{}'\nset title 'Time to first token, per policy'\n"
+      "set xlabel 'TTFT (ms)'\nset ylabel 'share of requests'\nset logscale x\nset grid\nset key bottom right\nplot ",
+      path);
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    const fs::path data = data_dir / fmt::format(".ttft-{}.dat", reports[i].policy);
+    std::ofstream out(data);
+    const auto& samples = reports[i].ttft_samples;
+    for (std::size_t k = 0; k < samples.size(); ++k)
+      out << fmt::format("{:.3f} {:.5f}\n", std::max(samples[k], 0.001), static_cast<double>(k + 1) / samples.size());
+    script += fmt::format("{}'{}' using 1:2 with lines linewidth 2 title '{}'", i > 0 ? ", " : "", data.string(), reports[i].policy);
+  }
+  script += "\n";
+  FILE* gnuplot = popen("gnuplot 2>&1", "w");
+  if (gnuplot == nullptr) {
+    std::cerr << "kvrouter-bench: cannot run gnuplot (apt install gnuplot-nox)\n";
+    return false;
+  }
+  std::fputs(script.c_str(), gnuplot);
+  const int status = pclose(gnuplot);
+  if (status != 0) std::cerr << "kvrouter-bench: gnuplot failed; the plot " << path << " may be missing\n";
+  return status == 0;
+}
+
+}  // namespace kvr::bench

@@ -1,0 +1,38 @@
+#pragma once
+/// What one policy's run measured, and the ways kvrouter-bench shows it: a table on the
+/// terminal, JSON (`--out`), CSV (`--csv`) and a PNG of TTFT distributions (`--plot`, gnuplot).
+
+#include <string>
+#include <vector>
+
+#include "app/bench/load_client.hpp"
+#include "core/loadgen/stats.hpp"
+
+namespace kvr::bench {
+
+struct policy_report {
+  std::string policy;
+  std::size_t requests = 0;  ///< sent
+  std::size_t errors = 0;
+  double wall_s = 0;
+  double rps = 0;                ///< successful requests per second
+  double output_tokens_per_s = 0;
+  double hit_rate = -1;          ///< workers' prefix-cache hits / queries over the run; -1 = unknown
+  loadgen::summary ttft_ms;
+  loadgen::summary itl_ms;
+  double router_cpu_us_per_req = -1;  ///< -1 = unknown (no router pid)
+  std::string first_error;
+  std::vector<double> ttft_samples;   ///< sorted, for the plot
+};
+
+/// Summarizes a run's results.
+[[nodiscard]] policy_report summarize_run(std::string policy, std::vector<request_result>& results, double wall_s);
+
+void print_table(const std::vector<policy_report>& reports);
+/// `[{"policy", "requests", "errors", "rps", "hit_rate", "ttft_mean_ms", ...}, ...]`
+void write_json(const std::vector<policy_report>& reports, const std::string& path);
+void write_csv(const std::vector<policy_report>& reports, const std::string& path);
+/// TTFT CDF per policy as a PNG; returns false (with a message on stderr) if gnuplot fails.
+bool write_plot(const std::vector<policy_report>& reports, const std::string& path);
+
+}  // namespace kvr::bench

@@ -1,0 +1,127 @@
+#include "core/loadgen/workload.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+namespace kvr::loadgen {
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// Calls `row(line_number, object)` per non-empty line; stops at the first error.
+template <class Row>
+std::expected<void, std::string> for_each_row(std::string_view jsonl, std::size_t max_rows, Row&& row) {
+  std::size_t start = 0, line = 0, rows = 0;
+  while (start < jsonl.size() && (max_rows == 0 || rows < max_rows)) {
+    std::size_t end = jsonl.find('\n', start);
+    if (end == std::string_view::npos) end = jsonl.size();
+    ++line;
+    const std::string_view text = jsonl.substr(start, end - start);
+    start = end + 1;
+    if (text.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const auto object = nlohmann::json::parse(text, nullptr, false);
+    if (object.is_discarded() || !object.is_object()) return std::unexpected("line " + std::to_string(line) + ": not a JSON object");
+    if (auto done = row(line, object); !done) return done;
+    ++rows;
+  }
+  return {};
+}
+
+}  // namespace
+
+void append_block_tokens(std::vector<std::uint32_t>& out, std::uint64_t key, std::uint32_t count) {
+  std::uint64_t state = key * 0x2545f4914f6cdd1dull + 1;
+  for (std::uint32_t i = 0; i < count; ++i) out.push_back(1000 + static_cast<std::uint32_t>(splitmix64(state) % 99000));
+}
+
+std::expected<std::vector<request_spec>, std::string> mooncake_trace(std::string_view jsonl, const trace_options& options) {
+  std::vector<request_spec> requests;
+  auto parsed = for_each_row(jsonl, options.max_requests, [&](std::size_t line, const nlohmann::json& row) -> std::expected<void, std::string> {
+    const auto bad = [&](const char* what) { return std::unexpected("line " + std::to_string(line) + ": " + what); };
+    if (!row.contains("timestamp") || !row["timestamp"].is_number()) return bad("needs a numeric timestamp (ms)");
+    if (!row.contains("input_length") || !row["input_length"].is_number_unsigned()) return bad("needs input_length");
+    if (!row.contains("output_length") || !row["output_length"].is_number_unsigned()) return bad("needs output_length");
+    if (!row.contains("hash_ids") || !row["hash_ids"].is_array()) return bad("needs hash_ids");
+    request_spec r;
+    r.arrival_s = row["timestamp"].get<double>() / 1000.0 / options.speedup;
+    const auto input = row["input_length"].get<std::uint64_t>();
+    for (const auto& id : row["hash_ids"]) {
+      if (!id.is_number_unsigned()) return bad("hash_ids must be non-negative integers");
+      if (r.prompt.size() >= input) break;
+      append_block_tokens(r.prompt, id.get<std::uint64_t>(),
+                          static_cast<std::uint32_t>(std::min<std::uint64_t>(options.block_tokens, input - r.prompt.size())));
+    }
+    // Inputs longer than their hash ids cover get unique filler (no reuse can be claimed for it).
+    if (r.prompt.size() < input)
+      append_block_tokens(r.prompt, 0xf111e7ull * 1000003 + line, static_cast<std::uint32_t>(input - r.prompt.size()));
+    if (r.prompt.empty()) return bad("empty prompt");
+    r.max_tokens = std::max<std::uint32_t>(1, static_cast<std::uint32_t>(row["output_length"].get<std::uint64_t>()));
+    if (options.max_output_tokens > 0) r.max_tokens = std::min(r.max_tokens, options.max_output_tokens);
+    requests.push_back(std::move(r));
+    return {};
+  });
+  if (!parsed) return std::unexpected(parsed.error());
+  std::stable_sort(requests.begin(), requests.end(), [](const auto& a, const auto& b) { return a.arrival_s < b.arrival_s; });
+  return requests;
+}
+
+std::expected<double, std::string> trace_reuse_ceiling(std::string_view jsonl, std::size_t max_requests) {
+  std::unordered_set<std::uint64_t> seen;
+  std::uint64_t total = 0, reused = 0;
+  auto parsed = for_each_row(jsonl, max_requests, [&](std::size_t line, const nlohmann::json& row) -> std::expected<void, std::string> {
+    if (!row.contains("hash_ids") || !row["hash_ids"].is_array()) return std::unexpected("line " + std::to_string(line) + ": needs hash_ids");
+    for (const auto& id : row["hash_ids"]) {
+      ++total;
+      reused += seen.insert(id.get<std::uint64_t>()).second ? 0 : 1;
+    }
+    return {};
+  });
+  if (!parsed) return std::unexpected(parsed.error());
+  return total == 0 ? 0.0 : static_cast<double>(reused) / static_cast<double>(total);
+}
+
+std::vector<request_spec> shared_prefix(const shared_prefix_options& o) {
+  struct conversation {
+    std::vector<std::uint32_t> history;
+  };
+  std::vector<conversation> conversations(static_cast<std::size_t>(o.groups) * o.prompts_per_group);
+  for (std::uint32_t g = 0; g < o.groups; ++g)
+    for (std::uint32_t p = 0; p < o.prompts_per_group; ++p)
+      append_block_tokens(conversations[g * o.prompts_per_group + p].history, o.seed * 7919 + g, o.system_tokens);
+  std::mt19937_64 random(o.seed);
+  std::vector<request_spec> out;
+  for (std::uint32_t turn = 0; turn < std::max<std::uint32_t>(o.turns, 1); ++turn) {
+    std::vector<std::size_t> order(conversations.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), random);
+    for (std::size_t c : order) {
+      conversation& conv = conversations[c];
+      if (turn > 0) append_block_tokens(conv.history, (o.seed << 32) ^ (c * 131 + turn) ^ 0xa5a5, o.output_tokens);  // the answer
+      append_block_tokens(conv.history, (o.seed << 40) ^ (c * 1009 + turn), o.question_tokens);
+      out.push_back({0.0, conv.history, o.output_tokens});
+    }
+  }
+  return out;
+}
+
+void poisson_arrivals(std::vector<request_spec>& requests, double rate, std::uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::exponential_distribution<double> gap(rate);
+  double t = 0;
+  for (request_spec& r : requests) {
+    r.arrival_s = t;
+    t += gap(random);
+  }
+}
+
+}  // namespace kvr::loadgen

@@ -1,0 +1,59 @@
+#pragma once
+/// kvrouter-bench's workloads: what to send and when, decided up front and deterministically
+/// (seeded generators, no clock), so that every policy of a comparison sees the same requests.
+///
+/// - Mooncake traces (JSONL: `timestamp` ms, `input_length`, `output_length`, `hash_ids`, one
+///   hash id per `block_tokens` tokens): each hash id becomes a fixed run of token ids, so
+///   requests sharing hash ids share prompt prefixes exactly as the trace says.
+/// - Shared-prefix groups: `groups` system prompts, each followed by `prompts_per_group`
+///   different questions; optionally multi-turn (each turn resends the conversation so far).
+
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvr::loadgen {
+
+struct request_spec {
+  double arrival_s = 0;  ///< when to send, from the start of the run (open loop)
+  std::vector<std::uint32_t> prompt;
+  std::uint32_t max_tokens = 16;
+};
+
+struct trace_options {
+  std::uint32_t block_tokens = 512;  ///< tokens per hash id (Mooncake: 512)
+  double speedup = 1.0;              ///< timestamps divided by this
+  std::size_t max_requests = 0;      ///< 0 = all
+  std::uint32_t max_output_tokens = 0;  ///< 0 = as the trace says; else capped
+};
+
+/// Parses a Mooncake trace. Errors name the line.
+[[nodiscard]] std::expected<std::vector<request_spec>, std::string> mooncake_trace(std::string_view jsonl,
+                                                                                   const trace_options& options);
+
+/// The trace's reuse ceiling: the share of its blocks (hash ids) seen earlier in the trace,
+/// i.e. the best prefix-cache hit rate any router could reach with unbounded caches.
+[[nodiscard]] std::expected<double, std::string> trace_reuse_ceiling(std::string_view jsonl, std::size_t max_requests = 0);
+
+struct shared_prefix_options {
+  std::uint32_t groups = 16;
+  std::uint32_t prompts_per_group = 16;
+  std::uint32_t system_tokens = 2048;
+  std::uint32_t question_tokens = 128;
+  std::uint32_t output_tokens = 32;
+  std::uint32_t turns = 1;  ///< > 1: each conversation comes back with its answer and a new question
+  std::uint64_t seed = 42;
+};
+
+/// Requests in a shuffled order (turn t of a conversation always after turn t - 1), arrival 0.
+[[nodiscard]] std::vector<request_spec> shared_prefix(const shared_prefix_options& options);
+
+/// Poisson arrivals at `rate` per second (seeded), replacing `arrival_s`.
+void poisson_arrivals(std::vector<request_spec>& requests, double rate, std::uint64_t seed);
+
+/// Deterministic token ids of one trace block / synthetic segment (ids in [1000, 100000)).
+void append_block_tokens(std::vector<std::uint32_t>& out, std::uint64_t key, std::uint32_t count);
+
+}  // namespace kvr::loadgen
