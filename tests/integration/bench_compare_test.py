@@ -1,0 +1,56 @@
+#!/usr/bin/python3
+"""kvrouter-bench compare, run as a user runs it: kv routing beats round-robin on a shared-prefix
+workload whose prefixes exceed any one worker's cache, and the outputs (table, JSON, CSV, PNG)
+carry what they promise.
+
+A small, quick version of the documented benchmark (docs/benchmarks.md has the full one).
+
+usage: bench_compare_test.py BENCH_BINARY
+"""
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from router_harness import Failures
+
+
+def main():
+    bench = sys.argv[1]
+    f = Failures()
+    out = tempfile.mkdtemp()
+    json_path, csv_path, png_path = (os.path.join(out, name) for name in ("r.json", "r.csv", "ttft.png"))
+    # 8 groups x 2048-token prefixes = 1024 blocks; each mocker holds 384.
+    run = subprocess.run([bench, "compare", "--policies", "kv,round-robin", "--mockers", "3",
+                          "--mocker-flag=--num-blocks", "--mocker-flag=384", "--mocker-flag=--speedup", "--mocker-flag=10",
+                          "--groups", "8", "--prompts-per-group", "12", "--system-tokens", "2048", "--question-tokens", "64",
+                          "--output-tokens", "8", "--rate", "30", "--no-progress",
+                          "--out", json_path, "--csv", csv_path, "--plot", png_path],
+                         capture_output=True, text=True, timeout=240)
+    print(run.stdout)
+    f.check(run.returncode == 0, f"compare exits 0 ({run.returncode}; {run.stderr.strip()[-300:]})")
+    reports = {r["policy"]: r for r in json.load(open(json_path))}
+    needed = {"policy", "requests", "errors", "rps", "hit_rate", "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms",
+              "itl_mean_ms", "router_cpu_us_per_req"}
+    f.check(set(reports) == {"kv", "round-robin"} and all(needed <= set(r) for r in reports.values()),
+            "the JSON has one object per policy with every documented field")
+    kv, rr = reports["kv"], reports["round-robin"]
+    f.check(kv["requests"] == 96 and kv["errors"] == 0 and rr["errors"] == 0, "every request succeeds under both policies")
+    f.check(kv["hit_rate"] >= 2 * rr["hit_rate"],
+            f"kv's prefix-cache hit rate is at least twice round-robin's ({kv['hit_rate']:.2f} vs {rr['hit_rate']:.2f})")
+    f.check(kv["ttft_mean_ms"] < rr["ttft_mean_ms"],
+            f"kv's mean TTFT is lower ({kv['ttft_mean_ms']:.1f} vs {rr['ttft_mean_ms']:.1f} ms)")
+    f.check(kv["router_cpu_us_per_req"] > 0, "router CPU per request is measured")
+    rows = list(csv.DictReader(open(csv_path)))
+    f.check([r["policy"] for r in rows] == ["kv", "round-robin"], "the CSV has the same rows")
+    f.check(open(png_path, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "the TTFT plot is a PNG")
+    f.check("hit rate" in run.stdout and "round-robin" in run.stdout, "the table is printed")
+    bad = subprocess.run([bench, "compare", "--policies", "fastest"], capture_output=True, text=True)
+    f.check(bad.returncode == 2 and "unknown policy fastest" in bad.stderr, "an unknown policy is refused by name")
+    f.exit()
+
+
+if __name__ == "__main__":
+    main()
