@@ -32,6 +32,7 @@ struct scorer_state {
   std::vector<std::uint32_t> publisher_overlaps, worker_overlaps;
   std::vector<worker_candidate> candidates;
   std::vector<std::uint8_t> healthy_scratch;
+  std::vector<std::uint32_t> active_overlaps;  ///< per worker: prompt blocks its in-flight requests hold (scratch)
 
   [[nodiscard]] std::size_t workers() const { return settings.worker_names.size(); }
   [[nodiscard]] bool healthy(std::uint32_t w, clock_type::time_point now) const {
@@ -75,7 +76,11 @@ route_decision decide(scorer_state& s, route_job& job) {
   std::vector<std::uint8_t>& healthy = s.healthy_scratch;
   healthy.resize(s.workers());
   for (std::uint32_t w = 0; w < s.workers(); ++w) healthy[w] = s.healthy(w, now) ? 1 : 0;
-  collect_candidates(s.worker_overlaps, s.active->loads(), healthy, job.excluded_workers, s.candidates);
+  // Blocks of this prompt each worker already holds for its in-flight requests (shared, not added).
+  s.active_overlaps.assign(s.workers(), 0);
+  if (!job.sequence_hashes.empty())
+    for (std::uint32_t w = 0; w < s.workers(); ++w) s.active_overlaps[w] = s.active->active_prefix_blocks(w, job.sequence_hashes);
+  collect_candidates(s.worker_overlaps, s.active->loads(), healthy, job.excluded_workers, s.candidates, s.active_overlaps);
 
   route_decision decision;
   const std::uint32_t prompt_tokens = job.prompt_tokens > 0 ? job.prompt_tokens : job.request->prompt_tokens;
@@ -103,7 +108,7 @@ route_decision decide(scorer_state& s, route_job& job) {
     }
     return decision;
   }
-  s.active->book({job.request_id, chosen->worker, prompt_tokens, decision.overlap_blocks}, now);
+  s.active->book({job.request_id, chosen->worker, prompt_tokens, decision.overlap_blocks}, now, job.sequence_hashes);
   ++s.routed[chosen->worker];
   ++s.routed_total;
   // Approximate mode: the chosen worker will cache this prompt.

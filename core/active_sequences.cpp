@@ -16,12 +16,14 @@ active_sequences::active_sequences(std::uint32_t block_size, bool track_active_b
       track_active_blocks_(track_active_blocks),
       max_age_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(max_age).count()) {}
 
-bool active_sequences::book(const booking& request, time_point now) {
+bool active_sequences::book(const booking& request, time_point now, std::span<const std::uint64_t> sequence_hashes) {
   const std::uint64_t cached_tokens = std::uint64_t{request.overlap_blocks} * block_size_;
+  const std::uint32_t blocks = (request.prompt_tokens + block_size_ - 1) / block_size_;
+  if (!track_active_blocks_ || sequence_hashes.size() > blocks) sequence_hashes = {};
   active entry{
       .worker = request.worker,
       .prefill_tokens = request.prompt_tokens > cached_tokens ? static_cast<std::uint32_t>(request.prompt_tokens - cached_tokens) : 0,
-      .decode_blocks = track_active_blocks_ ? (request.prompt_tokens + block_size_ - 1) / block_size_ : 0,
+      .private_blocks = track_active_blocks_ ? blocks - static_cast<std::uint32_t>(sequence_hashes.size()) : 0,
       .booked_at_ns = to_ns(now),
   };
   auto [stored, inserted] = bookings_.try_emplace(request.request_id, entry);
@@ -29,15 +31,52 @@ bool active_sequences::book(const booking& request, time_point now) {
     ++counters_.duplicate_bookings;
     return false;
   }
-  if (request.worker >= loads_.size()) loads_.resize(request.worker + 1);
+  if (request.worker >= loads_.size()) {
+    loads_.resize(request.worker + 1);
+    held_.resize(request.worker + 1);
+  }
   worker_load& load = loads_[request.worker];
   load.prefill_tokens += stored->prefill_tokens;
-  load.decode_blocks += stored->decode_blocks;
+  load.decode_blocks += stored->private_blocks;
   ++load.requests;
+  if (!sequence_hashes.empty()) {
+    hold(request.worker, sequence_hashes);
+    hashes_of_.emplace(request.request_id, std::vector<std::uint64_t>(sequence_hashes.begin(), sequence_hashes.end()));
+  }
   by_age_.emplace_back(entry.booked_at_ns, request.request_id);
   ++counters_.booked;
   if (by_age_.size() > 2 * bookings_.size() + 1024) compact_age_queue();
   return true;
+}
+
+void active_sequences::hold(worker_id worker, std::span<const std::uint64_t> hashes) {
+  for (std::uint64_t h : hashes) {
+    auto [count, added] = held_[worker].try_emplace(h, 0);
+    if ((*count)++ == 0) ++loads_[worker].decode_blocks;
+  }
+}
+
+void active_sequences::drop(worker_id worker, std::span<const std::uint64_t> hashes) {
+  for (std::uint64_t h : hashes) {
+    std::uint32_t* count = held_[worker].find(h);
+    if (count == nullptr) continue;
+    if (--*count == 0) {
+      held_[worker].erase(h);
+      --loads_[worker].decode_blocks;
+    }
+  }
+}
+
+std::uint32_t active_sequences::active_prefix_blocks(worker_id worker, std::span<const std::uint64_t> sequence_hashes) const {
+  if (worker >= held_.size() || held_[worker].empty()) return 0;
+  const auto& held = held_[worker];
+  std::size_t low = 0, high = sequence_hashes.size();  // the first `low` blocks are held; block `high` is not
+  while (low < high) {
+    const std::size_t mid = low + (high - low + 1) / 2;
+    if (held.find(sequence_hashes[mid - 1]) != nullptr) low = mid;
+    else high = mid - 1;
+  }
+  return static_cast<std::uint32_t>(low);
 }
 
 void active_sequences::first_token(std::uint64_t request_id) {
@@ -58,8 +97,12 @@ void active_sequences::release(std::uint64_t request_id) {
   }
   worker_load& load = loads_[entry->worker];
   load.prefill_tokens -= entry->prefill_tokens;
-  load.decode_blocks -= entry->decode_blocks;
+  load.decode_blocks -= entry->private_blocks;
   --load.requests;
+  if (auto hashes = hashes_of_.find(request_id); hashes != hashes_of_.end()) {
+    drop(entry->worker, hashes->second);
+    hashes_of_.erase(hashes);
+  }
   bookings_.erase(request_id);
   ++counters_.released;
 }

@@ -2,10 +2,16 @@
 /// Per-worker load from the requests the router has in flight: prefill tokens still to be
 /// computed and KV blocks held while decoding. The scorer books a request when it routes it,
 /// marks its first token (prefill done) and releases it when it ends, however it ends.
+///
+/// Blocks are counted as an engine holds them: requests that share a prompt prefix on one
+/// worker share its blocks, so a block booked by several in-flight requests counts once (when
+/// bookings carry their sequence hashes). `active_prefix_blocks` tells how much of a new
+/// prompt a worker already holds for its running requests: the blocks it would not add.
 
 #include <cstdint>
 #include <deque>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "core/flat_u64_map.hpp"
@@ -17,7 +23,7 @@ namespace kvr {
 /// One worker's booked load.
 struct worker_load {
   std::uint64_t prefill_tokens = 0;  ///< prompt tokens not yet prefilled (cached blocks excluded)
-  std::uint64_t decode_blocks = 0;   ///< KV blocks held by in-flight requests
+  std::uint64_t decode_blocks = 0;   ///< KV blocks held by in-flight requests (shared ones once)
   std::uint32_t requests = 0;        ///< in-flight requests
 
   friend bool operator==(const worker_load&, const worker_load&) = default;
@@ -46,7 +52,13 @@ class active_sequences {
   active_sequences(std::uint32_t block_size, bool track_active_blocks, duration max_age);
 
   /// Books `request` on its worker. Returns false (and changes nothing) if the id is in flight.
-  bool book(const booking& request, time_point now);
+  /// `sequence_hashes`: the prompt's full blocks, so that blocks shared with other in-flight
+  /// requests on the worker count once (empty: every block counts).
+  bool book(const booking& request, time_point now, std::span<const std::uint64_t> sequence_hashes = {});
+  /// How many leading blocks of a prompt (its sequence hashes) the worker holds for its
+  /// in-flight requests. Chained hashes make held blocks a prefix-closed set, so this is a
+  /// binary search.
+  [[nodiscard]] std::uint32_t active_prefix_blocks(worker_id worker, std::span<const std::uint64_t> sequence_hashes) const;
   /// The worker sent its first byte: the request's prefill tokens are done.
   void first_token(std::uint64_t request_id);
   /// The request ended (success, error or disconnect). Unknown or repeated ids are harmless.
@@ -64,11 +76,13 @@ class active_sequences {
   struct active {
     worker_id worker = 0;
     std::uint32_t prefill_tokens = 0;  ///< still pending; 0 once the first token came
-    std::uint32_t decode_blocks = 0;
+    std::uint32_t private_blocks = 0;  ///< blocks not shared by hash (partial block, or no hashes)
     std::int64_t booked_at_ns = 0;
   };
 
   void compact_age_queue();
+  void hold(worker_id worker, std::span<const std::uint64_t> hashes);
+  void drop(worker_id worker, std::span<const std::uint64_t> hashes);
 
   std::uint32_t block_size_;
   bool track_active_blocks_;
@@ -76,6 +90,8 @@ class active_sequences {
   flat_u64_map<active> bookings_;
   std::deque<std::pair<std::int64_t, std::uint64_t>> by_age_;  ///< (booked_at, id), booking order
   std::vector<worker_load> loads_;
+  std::vector<flat_u64_map<std::uint32_t>> held_;  ///< per worker: block hash -> in-flight requests holding it
+  std::unordered_map<std::uint64_t, std::vector<std::uint64_t>> hashes_of_;  ///< request -> its block hashes
   active_sequences_counters counters_;
 };
 

@@ -42,7 +42,7 @@ Engine:
   --dp-size N                  data-parallel ranks, each with its own cache and publisher (default 1)
 Timing (all divided by --speedup):
   --speedup X                  run X times faster than the model below (default 1)
-  --prefill-us-per-token X     per uncached prompt token (default 25)
+  --prefill-us-per-token X     per uncached prompt token (default 50)
   --step-base-us X             fixed cost of a scheduler step (default 2000)
   --decode-us-per-seq X        per sequence in the decode batch (default 150)
 KV events (off unless --kv-events-endpoint is given):

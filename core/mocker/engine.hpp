@@ -19,7 +19,7 @@
 namespace kvr::mocker {
 
 struct timing_model {
-  double prefill_us_per_token = 25.0;  ///< per uncached prompt token (40k tokens/s)
+  double prefill_us_per_token = 50.0;  ///< per uncached prompt token (20k tokens/s: a mid-size model on one GPU)
   double step_base_us = 2000.0;        ///< fixed cost of a step that does any work
   double decode_us_per_sequence = 150.0;  ///< per sequence in the decode batch
   double speedup = 1.0;                ///< all times divided by this

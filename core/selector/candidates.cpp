@@ -16,7 +16,7 @@ void overlaps_by_worker(std::span<const std::uint32_t> publisher_overlaps, std::
 
 void collect_candidates(std::span<const std::uint32_t> worker_overlaps, std::span<const worker_load> loads,
                         std::span<const std::uint8_t> healthy, std::span<const std::uint32_t> excluded,
-                        std::vector<worker_candidate>& out) {
+                        std::vector<worker_candidate>& out, std::span<const std::uint32_t> active_overlaps) {
   out.clear();
   for (std::uint32_t w = 0; w < healthy.size(); ++w) {
     if (!healthy[w] || std::find(excluded.begin(), excluded.end(), w) != excluded.end()) continue;
@@ -24,7 +24,8 @@ void collect_candidates(std::span<const std::uint32_t> worker_overlaps, std::spa
     out.push_back({.worker = w,
                    .overlap_blocks = w < worker_overlaps.size() ? worker_overlaps[w] : 0,
                    .active_prefill_tokens = load.prefill_tokens,
-                   .active_decode_blocks = load.decode_blocks});
+                   .active_decode_blocks = load.decode_blocks,
+                   .active_overlap_blocks = w < active_overlaps.size() ? active_overlaps[w] : 0});
   }
 }
 

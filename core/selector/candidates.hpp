@@ -17,9 +17,10 @@ void overlaps_by_worker(std::span<const std::uint32_t> publisher_overlaps, std::
                         std::size_t workers, std::vector<std::uint32_t>& out);
 
 /// Workers that are healthy (`healthy[w] != 0`) and not excluded, with their overlap (0 if
-/// unknown) and load.
+/// unknown), load, and the prompt's blocks their in-flight requests hold (`active_overlaps`,
+/// empty = none).
 void collect_candidates(std::span<const std::uint32_t> worker_overlaps, std::span<const worker_load> loads,
                         std::span<const std::uint8_t> healthy, std::span<const std::uint32_t> excluded,
-                        std::vector<worker_candidate>& out);
+                        std::vector<worker_candidate>& out, std::span<const std::uint32_t> active_overlaps = {});
 
 }  // namespace kvr

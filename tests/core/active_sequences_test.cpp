@@ -102,5 +102,32 @@ TEST(active_sequences, loads_return_to_exactly_zero_after_any_mix_of_endings) {
   EXPECT_EQ(active.in_flight(), 0u);
 }
 
+TEST(active_sequences, requests_sharing_a_prefix_on_one_worker_hold_its_blocks_once) {
+  active_sequences active(16, true, std::chrono::hours(1));
+  const time_point t0{};
+  const std::vector<std::uint64_t> a = {11, 12, 13, 14};  // 4 full blocks of a group's prompt
+  const std::vector<std::uint64_t> b = {11, 12, 13, 99};  // same group, another question
+  active.book({.request_id = 1, .worker = 0, .prompt_tokens = 70}, t0, a);  // + 1 partial block
+  EXPECT_EQ(active.load(0).decode_blocks, 5u);
+  EXPECT_EQ(active.active_prefix_blocks(0, b), 3u);
+  EXPECT_EQ(active.active_prefix_blocks(1, b), 0u);
+  active.book({.request_id = 2, .worker = 0, .prompt_tokens = 64}, t0, b);
+  EXPECT_EQ(active.load(0).decode_blocks, 6u) << "blocks 11, 12, 13 counted once";
+  active.release(1);
+  EXPECT_EQ(active.load(0).decode_blocks, 4u);
+  EXPECT_EQ(active.active_prefix_blocks(0, a), 3u);
+  active.release(2);
+  EXPECT_EQ(active.load(0), worker_load{});
+  EXPECT_EQ(active.active_prefix_blocks(0, a), 0u);
+}
+
+TEST(active_sequences, without_block_tracking_nothing_is_held) {
+  active_sequences active(16, false, std::chrono::hours(1));
+  const std::vector<std::uint64_t> a = {1, 2};
+  active.book({.request_id = 1, .worker = 0, .prompt_tokens = 32}, time_point{}, a);
+  EXPECT_EQ(active.load(0).decode_blocks, 0u);
+  EXPECT_EQ(active.active_prefix_blocks(0, a), 0u);
+}
+
 }  // namespace
 }  // namespace kvr
