@@ -76,10 +76,16 @@ route_decision decide(scorer_state& s, route_job& job) {
   std::vector<std::uint8_t>& healthy = s.healthy_scratch;
   healthy.resize(s.workers());
   for (std::uint32_t w = 0; w < s.workers(); ++w) healthy[w] = s.healthy(w, now) ? 1 : 0;
-  // Blocks of this prompt each worker already holds for its in-flight requests (shared, not added).
+  // Blocks of this prompt each worker already holds for its in-flight requests: shared, not
+  // added (decode load), and in its cache even if their KV events have not arrived yet (a
+  // group's second request often comes before the first one's BlockStored).
   s.active_overlaps.assign(s.workers(), 0);
-  if (!job.sequence_hashes.empty())
-    for (std::uint32_t w = 0; w < s.workers(); ++w) s.active_overlaps[w] = s.active->active_prefix_blocks(w, job.sequence_hashes);
+  if (!job.sequence_hashes.empty()) {
+    for (std::uint32_t w = 0; w < s.workers(); ++w) {
+      s.active_overlaps[w] = s.active->active_prefix_blocks(w, job.sequence_hashes);
+      s.worker_overlaps[w] = std::max(s.worker_overlaps[w], s.active_overlaps[w]);
+    }
+  }
   collect_candidates(s.worker_overlaps, s.active->loads(), healthy, job.excluded_workers, s.candidates, s.active_overlaps);
 
   route_decision decision;
