@@ -8,8 +8,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "core/chat_template.hpp"
+#include "core/router_file.hpp"
 #include "core/tokenizer.hpp"
 #include "messages/scorer_actor.hpp"
 
@@ -22,6 +24,11 @@ struct hasher_counters {
   std::atomic<std::uint64_t> chat_render_errors{0};   ///< templates that refused a request (routed on load)
   std::atomic<std::uint64_t> segment_cache_hits{0};   ///< message segments whose ids were reused
   std::atomic<std::uint64_t> segment_cache_misses{0};
+  // Multimodal routing (sets with a `multimodal` card only; zero everywhere else).
+  std::atomic<std::uint64_t> images_resolved{0};       ///< images spliced and hashed
+  std::atomic<std::uint64_t> image_bytes_hashed{0};    ///< decoded bytes of data-URI images
+  std::atomic<std::uint64_t> image_fallbacks{0};       ///< requests routed on their text before the first image
+  std::atomic<std::uint64_t> image_urls_unresolved{0};  ///< http(s) images (not fetched yet: text-only fallback)
 };
 
 /// What a set's hashers share: loaded once by the watcher, read-only.
@@ -29,6 +36,9 @@ struct hasher_resources {
   std::shared_ptr<const tokenizer> text_tokenizer;  ///< null: only token-id prompts are hashed
   std::shared_ptr<const chat_template> chat;        ///< null: chats are rendered plainly or not at all
   bool chat_plain_fallback = false;                  ///< no template: render `role: content` lines
+  /// The set's image rules: chats keep their content parts for the template, and each image's
+  /// placeholder token is expanded and hashed (core/mm_splice). Unset: images are ignored.
+  std::optional<multimodal_card> multimodal;
   std::shared_ptr<hasher_counters> counters = std::make_shared<hasher_counters>();
 
   /// Whether chat requests can be hashed (they need a tokenizer and a way to render).

@@ -622,6 +622,14 @@ std::string http_ingress::impl::metrics_text() {
                 [](const hasher_counters& c) { return c.segment_cache_hits.load(); });
   hasher_family("kvrouter_set_segment_cache_misses_total", "Prompt segments tokenized afresh (128 bytes or more).",
                 [](const hasher_counters& c) { return c.segment_cache_misses.load(); });
+  hasher_family("kvrouter_set_images_resolved_total", "Images spliced into prompts and hashed (multimodal routing).",
+                [](const hasher_counters& c) { return c.images_resolved.load(); });
+  hasher_family("kvrouter_set_image_bytes_hashed_total", "Decoded bytes of data-URI images hashed.",
+                [](const hasher_counters& c) { return c.image_bytes_hashed.load(); });
+  hasher_family("kvrouter_set_image_fallbacks_total", "Image requests routed on their text before the first image.",
+                [](const hasher_counters& c) { return c.image_fallbacks.load(); });
+  hasher_family("kvrouter_set_image_urls_unresolved_total", "http(s) images not resolved (no media fetcher yet).",
+                [](const hasher_counters& c) { return c.image_urls_unresolved.load(); });
   return out;
 }
 

@@ -36,7 +36,8 @@ struct worker_set_route {
   std::vector<hasher_actor> hashers;  ///< empty: the set does not score prefix overlap
   bool hashes_text = false;           ///< the hashers have a tokenizer (text prompts can be hashed)
   bool hashes_chat = false;           ///< ... and a chat template (chat requests can be hashed)
-  std::shared_ptr<kvr::hasher_counters> hashing;  ///< the hashers' counters; null when the set has none
+  /// The hashers' counters; every set has them, at zero where the gate spawns no hashers.
+  std::shared_ptr<kvr::hasher_counters> hashing = std::make_shared<kvr::hasher_counters>();
   std::shared_ptr<scorer_snapshot_cell> snapshot;
   /// Routing decisions in flight (ingress bounds it; beyond, 503 at once).
   std::shared_ptr<std::atomic<std::uint32_t>> routing_in_flight = std::make_shared<std::atomic<std::uint32_t>>(0);

@@ -53,6 +53,7 @@ std::expected<hasher_resources, std::string> load_hasher_resources(const worker_
     }
   }
   resources.chat_plain_fallback = !resources.chat && card.chat_template_fallback_concat;
+  resources.multimodal = card.multimodal;
   return resources;
 }
 
@@ -93,7 +94,7 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
     if (!resources) return std::unexpected(resources.error());
     set.hashes_text = resources->text_tokenizer != nullptr;
     set.hashes_chat = resources->hashes_chat();
-    set.hashing = resources->counters;
+    resources->counters = set.hashing;
     for (std::size_t i = 0; i < std::max<std::size_t>(serve.hashers, 1); ++i)
       set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, *resources));
   }

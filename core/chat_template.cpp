@@ -27,7 +27,7 @@ jinja::dict special_tokens_of(const ordered_json& config) {
 
 /// vLLM's preprocessing for templates that take string content: text parts joined with `\n`,
 /// null content as "", and tool-call arguments given as JSON strings parsed into objects.
-jinja::value normalize_messages(const ordered_json& messages) {
+jinja::value normalize_messages(const ordered_json& messages, bool keep_content_parts) {
   jinja::list out;
   for (const ordered_json& message : messages) {
     if (!message.is_object()) throw std::invalid_argument("each message must be an object");
@@ -35,6 +35,15 @@ jinja::value normalize_messages(const ordered_json& messages) {
     const auto content = message.find("content");
     if (content == message.end() || content->is_null()) {
       normalized["content"] = "";
+    } else if (content->is_array() && keep_content_parts) {
+      ordered_json parts = ordered_json::array();
+      for (const ordered_json& part : *content) {
+        if (!part.is_object()) continue;
+        const std::string type = part.value("type", "");
+        if (type == "text" && part.contains("text")) parts.push_back({{"type", "text"}, {"text", part["text"]}});
+        else if (type == "image_url" || type == "image") parts.push_back({{"type", "image"}});
+      }
+      normalized["content"] = std::move(parts);
     } else if (content->is_array()) {
       std::string text;
       bool first = true;
@@ -111,7 +120,7 @@ std::expected<std::string, std::string> chat_template::render(const chat_render_
   try {
     const ordered_json messages = parse_field(inputs.messages_json, "messages");
     if (!messages.is_array()) return std::unexpected("messages must be an array");
-    context.set("messages", normalize_messages(messages));
+    context.set("messages", normalize_messages(messages, inputs.keep_content_parts || wants_content_parts_));
     context.set("tools", inputs.tools_json.empty() ? jinja::value(jinja::none_t{})
                                                    : jinja::value::from_json(parse_field(inputs.tools_json, "tools")));
     context.set("add_generation_prompt", jinja::value(inputs.add_generation_prompt));
@@ -129,7 +138,7 @@ std::expected<std::string, std::string> chat_template::render(const chat_render_
 std::expected<std::string, std::string> chat_template::render_plain(const chat_render_inputs& inputs) {
   try {
     const ordered_json messages = parse_field(inputs.messages_json, "messages");
-    const jinja::value normalized = normalize_messages(messages.is_array() ? messages : ordered_json::array());
+    const jinja::value normalized = normalize_messages(messages.is_array() ? messages : ordered_json::array(), false);
     std::string out;
     for (const jinja::value& message : normalized.as_list()) {
       const jinja::value* role = message.as_dict().find("role");

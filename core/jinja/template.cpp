@@ -40,6 +40,26 @@ void check_nodes(const node_list& nodes) {
   }
 }
 
+bool names_field(const expr* e, std::string_view name) {
+  if (e == nullptr) return false;
+  if (e->type == expr::kind::attribute && e->name == name) return true;
+  if (e->type == expr::kind::subscript && e->operands[1]->type == expr::kind::literal && e->operands[1]->literal.is_string() &&
+      e->operands[1]->literal.as_string() == name)
+    return true;
+  // `message.content | selectattr(...)` and the like still iterate the field.
+  return e->type == expr::kind::filter && names_field(e->operands[0].get(), name);
+}
+
+bool any_loop_over(const node_list& nodes, std::string_view name) {
+  for (const auto& n : nodes) {
+    if (n->type == node::kind::for_loop && names_field(n->expression.get(), name)) return true;
+    for (const auto& [condition, body] : n->branches)
+      if (any_loop_over(body, name)) return true;
+    if (any_loop_over(n->body, name) || any_loop_over(n->else_body, name)) return true;
+  }
+  return false;
+}
+
 class renderer {
  public:
   explicit renderer(const dict& globals) : globals_(globals) { frames_.emplace_back(); }
@@ -265,6 +285,8 @@ std::expected<compiled_template, std::string> compiled_template::parse(std::stri
     return std::unexpected(std::string(error.what()));
   }
 }
+
+bool compiled_template::loops_over(std::string_view name) const { return any_loop_over(program_->nodes, name); }
 
 std::expected<std::string, std::string> compiled_template::render(const dict& context) const {
   try {

@@ -22,6 +22,11 @@ class compiled_template {
   /// Renders with `context` as the global variables. Thread-safe (the template is read-only).
   [[nodiscard]] std::expected<std::string, std::string> render(const dict& context) const;
 
+  /// Whether some `for` loop iterates over an attribute or key named `name` (`for part in
+  /// message.content`, `message['content']`): how vLLM tells templates that want OpenAI
+  /// content parts from templates that want strings.
+  [[nodiscard]] bool loops_over(std::string_view name) const;
+
  private:
   struct program;
   explicit compiled_template(std::shared_ptr<const program> p) : program_(std::move(p)) {}
