@@ -1,6 +1,7 @@
 #include "actors/hasher.hpp"
 
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "core/block_hash.hpp"
@@ -10,6 +11,16 @@ namespace kvr {
 
 namespace {
 
+/// A job waiting for the media fetcher: its tokens (placeholders not yet expanded) and its
+/// images, resolved so far.
+struct parked_job {
+  route_job_ptr job;
+  std::vector<std::uint32_t> tokens;
+  std::vector<std::optional<resolved_image>> images;
+  std::size_t pending = 0;
+  bool failed = false;
+};
+
 struct hasher_state {
   hasher_resources resources;
   std::optional<tokenizer> text_tokenizer;  ///< shares the set's tables, owns its caches
@@ -18,41 +29,11 @@ struct hasher_state {
   std::vector<std::uint64_t> local;
   std::vector<resolved_image> images;
   std::vector<image_span> spans;
+  std::unordered_map<std::uint64_t, parked_job> parked;
+  std::uint64_t next_parked_id = 1;
 
-  /// Images of a chat, in prompt order, spliced into `tokens`; on any failure the tokens are cut
-  /// at the first image (those blocks are exact whatever the images are) and no span is left.
-  void splice_request_images(const routing_request& request) {
-    const multimodal_card& card = *resources.multimodal;
-    hasher_counters& counters = *resources.counters;
-    images.clear();
-    spans.clear();
-    bool ok = true;
-    for (const chat_message& message : request.messages) {
-      for (const std::string& url : message.image_urls) {
-        if (!url.starts_with("data:")) {
-          counters.image_urls_unresolved.fetch_add(1, std::memory_order_relaxed);
-          ok = false;
-          continue;
-        }
-        std::size_t bytes = 0;
-        auto image = resolve_data_uri_image(url, card, max_image_bytes, bytes);
-        counters.image_bytes_hashed.fetch_add(bytes, std::memory_order_relaxed);
-        if (!image) {
-          ok = false;
-          continue;
-        }
-        images.push_back(*image);
-      }
-    }
-    if (ok && splice_images(tokens, card.image_token_id, images, spans)) {
-      counters.images_resolved.fetch_add(images.size(), std::memory_order_relaxed);
-      return;
-    }
-    counters.image_fallbacks.fetch_add(1, std::memory_order_relaxed);
-    spans.clear();
-    tokens.resize(text_prefix_length(tokens, card.image_token_id));
-  }
-
+  /// Jobs waiting for image URLs at once; beyond, new ones route on their text at once.
+  static constexpr std::size_t max_parked = 1024;
   static constexpr std::size_t max_image_bytes = 64u << 20;
 
   /// The prompt text of a chat request, or nullopt if it cannot be rendered (counted).
@@ -80,10 +61,88 @@ struct hasher_state {
     counters.segment_cache_misses.fetch_add(now.misses - reported.misses, std::memory_order_relaxed);
     reported = now;
   }
+
+  /// Expands the images' placeholders in `prompt` (or, if any image failed, cuts it at the
+  /// first one: those blocks are exact whatever the images are) and leaves the spans in `spans`.
+  void splice(std::vector<std::uint32_t>& prompt, const std::vector<std::optional<resolved_image>>& resolved, bool failed) {
+    const multimodal_card& card = *resources.multimodal;
+    hasher_counters& counters = *resources.counters;
+    images.clear();
+    spans.clear();
+    for (const auto& image : resolved)
+      if (image) images.push_back(*image);
+    if (!failed && images.size() == resolved.size() && splice_images(prompt, card.image_token_id, images, spans)) {
+      counters.images_resolved.fetch_add(images.size(), std::memory_order_relaxed);
+      return;
+    }
+    counters.image_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    spans.clear();
+    prompt.resize(text_prefix_length(prompt, card.image_token_id));
+  }
+
+  void hash(const std::vector<std::uint32_t>& prompt, std::span<const image_span> image_spans, std::uint32_t block_size,
+            route_job& job) {
+    if (prompt.empty()) return;
+    compute_local_hashes(prompt, block_size, image_spans, {}, local);
+    compute_sequence_hashes(local, job.sequence_hashes);
+  }
 };
 
-hasher_actor::behavior_type hasher(hasher_actor::stateful_pointer<hasher_state> self, scorer_actor scorer,
-                                   std::uint32_t block_size, hasher_resources resources) {
+using hasher_pointer = hasher_actor::stateful_pointer<hasher_state>;
+
+/// Resolves a chat's images: data URIs at once, URLs through the set's media fetcher. Returns
+/// true if the job was parked (it continues when the last URL is resolved).
+bool resolve_images(hasher_pointer self, const route_job_ptr& job) {
+  auto& s = self->state;
+  const multimodal_card& card = *s.resources.multimodal;
+  hasher_counters& counters = *s.resources.counters;
+  std::vector<std::optional<resolved_image>> resolved;
+  std::vector<std::pair<std::size_t, std::string>> urls;
+  bool failed = false;
+  for (const chat_message& message : job->request->messages) {
+    for (const std::string& url : message.image_urls) {
+      resolved.emplace_back();
+      if (url.starts_with("data:")) {
+        std::size_t bytes = 0;
+        auto image = resolve_data_uri_image(url, card, hasher_state::max_image_bytes, bytes);
+        counters.image_bytes_hashed.fetch_add(bytes, std::memory_order_relaxed);
+        if (image) resolved.back() = *image;
+        else failed = true;
+      } else if (s.resources.fetcher && s.parked.size() < hasher_state::max_parked) {
+        urls.emplace_back(resolved.size() - 1, url);
+      } else {
+        counters.image_urls_unresolved.fetch_add(1, std::memory_order_relaxed);
+        failed = true;
+      }
+    }
+  }
+  if (urls.empty() || failed) {  // nothing to wait for, or the request falls back anyway
+    s.splice(s.tokens, resolved, failed || !urls.empty());
+    return false;
+  }
+  const std::uint64_t id = s.next_parked_id++;
+  s.parked.emplace(id, parked_job{job, s.tokens, std::move(resolved), urls.size(), false});
+  auto handle = caf::actor_cast<hasher_actor>(self);
+  for (auto& [slot, url] : urls) {
+    s.resources.fetcher->fetch(url, [handle, id, slot = slot, url = url, card](const media_fetcher::result& dims) {
+      auto answer = std::make_shared<media_resolution>();
+      answer->parked_id = id;
+      answer->slot = slot;
+      if (dims) {
+        if (auto tokens = placeholder_tokens(card, *dims)) {
+          answer->ok = true;
+          answer->tokens = *tokens;
+          answer->hash = image_hash_of_url(url);
+        }
+      }
+      caf::anon_send(handle, media_resolution_ptr(std::move(answer)));
+    });
+  }
+  return true;
+}
+
+hasher_actor::behavior_type hasher(hasher_pointer self, scorer_actor scorer, std::uint32_t block_size,
+                                   hasher_resources resources) {
   auto& s = self->state;
   if (resources.text_tokenizer) s.text_tokenizer.emplace(resources.text_tokenizer->share());
   s.resources = std::move(resources);
@@ -92,26 +151,39 @@ hasher_actor::behavior_type hasher(hasher_actor::stateful_pointer<hasher_state> 
         auto& s = self->state;
         const routing_request& request = *job->request;
         const std::vector<std::uint32_t>* tokens = &request.prompt_token_ids;
+        std::span<const image_span> spans;
         if (tokens->empty() && s.text_tokenizer) {
           if (request.endpoint == api_endpoint::chat_completions && s.resources.hashes_chat()) {
             if (auto prompt = s.render_chat(request.chat)) {
               s.tokenize(*prompt);
-              if (s.resources.multimodal) s.splice_request_images(request);
               tokens = &s.tokens;
+              if (s.resources.multimodal) {
+                if (resolve_images(self, job)) return;  // continues on media_resolution
+                spans = s.spans;
+              }
             }
           } else if (!request.prompt_text.empty()) {
             s.tokenize(request.prompt_text);
-            s.spans.clear();
             tokens = &s.tokens;
           }
           if (tokens == &s.tokens) job->prompt_tokens = static_cast<std::uint32_t>(s.tokens.size());
         }
-        if (!tokens->empty()) {
-          const std::span<const image_span> spans = tokens == &s.tokens ? std::span<const image_span>(s.spans) : std::span<const image_span>();
-          compute_local_hashes(*tokens, block_size, spans, {}, s.local);
-          compute_sequence_hashes(s.local, job->sequence_hashes);
-        }
+        s.hash(*tokens, spans, block_size, *job);
         self->send(scorer, job);
+      },
+      [self, scorer, block_size](const media_resolution_ptr& answer) {
+        auto& s = self->state;
+        auto it = s.parked.find(answer->parked_id);
+        if (it == s.parked.end()) return;
+        parked_job& p = it->second;
+        if (answer->ok) p.images[answer->slot] = resolved_image{answer->tokens, answer->hash};
+        else p.failed = true;
+        if (--p.pending > 0) return;
+        s.splice(p.tokens, p.images, p.failed);
+        p.job->prompt_tokens = static_cast<std::uint32_t>(p.tokens.size());
+        s.hash(p.tokens, s.spans, block_size, *p.job);
+        self->send(scorer, p.job);
+        s.parked.erase(it);
       },
   };
 }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "actors/media_fetcher.hpp"
 #include "core/chat_template.hpp"
 #include "core/router_file.hpp"
 #include "core/tokenizer.hpp"
@@ -28,7 +29,8 @@ struct hasher_counters {
   std::atomic<std::uint64_t> images_resolved{0};       ///< images spliced and hashed
   std::atomic<std::uint64_t> image_bytes_hashed{0};    ///< decoded bytes of data-URI images
   std::atomic<std::uint64_t> image_fallbacks{0};       ///< requests routed on their text before the first image
-  std::atomic<std::uint64_t> image_urls_unresolved{0};  ///< http(s) images (not fetched yet: text-only fallback)
+  std::atomic<std::uint64_t> image_urls_unresolved{0};  ///< image URLs with no fetcher, or too many waiting
+  media_fetch_counters media;                           ///< the set's media fetcher (zero where it does not exist)
 };
 
 /// What a set's hashers share: loaded once by the watcher, read-only.
@@ -39,6 +41,8 @@ struct hasher_resources {
   /// The set's image rules: chats keep their content parts for the template, and each image's
   /// placeholder token is expanded and hashed (core/mm_splice). Unset: images are ignored.
   std::optional<multimodal_card> multimodal;
+  /// The set's media fetcher for image URLs (multimodal sets only); shared by its hashers.
+  std::shared_ptr<media_fetcher> fetcher;
   std::shared_ptr<hasher_counters> counters = std::make_shared<hasher_counters>();
 
   /// Whether chat requests can be hashed (they need a tokenizer and a way to render).

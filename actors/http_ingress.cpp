@@ -628,8 +628,18 @@ std::string http_ingress::impl::metrics_text() {
                 [](const hasher_counters& c) { return c.image_bytes_hashed.load(); });
   hasher_family("kvrouter_set_image_fallbacks_total", "Image requests routed on their text before the first image.",
                 [](const hasher_counters& c) { return c.image_fallbacks.load(); });
-  hasher_family("kvrouter_set_image_urls_unresolved_total", "http(s) images not resolved (no media fetcher yet).",
+  hasher_family("kvrouter_set_image_urls_unresolved_total", "Image URLs not resolved (no media fetcher, or too many waiting).",
                 [](const hasher_counters& c) { return c.image_urls_unresolved.load(); });
+  hasher_family("kvrouter_set_media_lookups_total", "Image URLs asked of the media fetcher.",
+                [](const hasher_counters& c) { return c.media.lookups.load(); });
+  hasher_family("kvrouter_set_media_cache_hits_total", "Image dimensions answered from the media cache.",
+                [](const hasher_counters& c) { return c.media.cache_hits.load(); });
+  hasher_family("kvrouter_set_media_fetches_total", "HTTP range requests the media fetcher sent.",
+                [](const hasher_counters& c) { return c.media.http_requests.load(); });
+  hasher_family("kvrouter_set_media_refusals_total", "Image URLs refused (scheme, or a private / loopback address).",
+                [](const hasher_counters& c) { return c.media.refusals.load(); });
+  hasher_family("kvrouter_set_media_failures_total", "Image fetches that failed (network, timeout, status, not an image).",
+                [](const hasher_counters& c) { return c.media.failures.load(); });
   return out;
 }
 

@@ -13,6 +13,7 @@
 
 #include "actors/etcd_source.hpp"
 #include "actors/health_checker.hpp"
+#include "actors/media_fetcher.hpp"
 #include "actors/routing_table.hpp"
 #include "core/router_file.hpp"
 
@@ -25,6 +26,7 @@ struct pipeline_settings {
   std::chrono::seconds index_grace{60};
   std::string kv_bind;        ///< bind one KV-event SUB here instead of connecting to kv= endpoints
   health_settings health;     ///< interval 0 = no active health checks
+  media_fetch_settings media;  ///< the media fetchers of multimodal sets that score overlap
 };
 
 struct watcher_settings {

@@ -93,6 +93,10 @@ std::optional<std::expected<void, std::string>> parse_serve_flag(serve_options& 
   if (flag == "--health-failures") return parse_count(flag, value, serve.health_failures, 1000);
   if (flag == "--health-successes") return parse_count(flag, value, serve.health_successes, 1000);
   if (flag == "--index-grace-secs") return parse_count(flag, value, serve.index_grace_secs, 86400);
+  if (flag == "--media-timeout-ms") return parse_count(flag, value, serve.media_timeout_ms, 600000);
+  if (flag == "--media-cache-entries") return parse_count(flag, value, serve.media_cache_entries, 10000000);
+  if (flag == "--media-cache-ttl-secs") return parse_count(flag, value, serve.media_cache_ttl_secs, 86400 * 30);
+  if (flag == "--media-max-concurrent") return parse_count(flag, value, serve.media_max_concurrent, 4096);
   return std::nullopt;
 }
 
@@ -112,6 +116,10 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
       continue;
     }
     // Presets and switches first; they are applied in command-line order with the knobs.
+    if (arg == "--media-allow-private") {
+      parsed.serve.media_allow_private = true;
+      continue;
+    }
     if (arg == "--load-aware" || arg == "--no-kv-events" || arg == "--no-track-active-blocks") {
       if (arg == "--load-aware") parsed.router = load_aware_preset(parsed.router);
       else if (arg == "--no-kv-events") parsed.router.use_kv_events = false;
@@ -197,6 +205,12 @@ std::string usage() {
       "  --health-successes N              good probes in a row before it is up again (default 1)\n"
       "  --index-grace-secs N              a down worker's index entries are kept this long (default 60)\n"
       "  --kv-bind ENDPOINT                bind one KV-event socket engines connect to (topics tell them apart)\n"
+      "  --media-allow-private             image URLs may resolve to loopback / private addresses (tests, closed\n"
+      "                                    networks; refused by default: SSRF)\n"
+      "  --media-timeout-ms N              longest an image's dimension fetch may take (default 10000)\n"
+      "  --media-cache-entries N           image dimensions cached per set (default 4096)\n"
+      "  --media-cache-ttl-secs N          how long they are kept (default 600)\n"
+      "  --media-max-concurrent N          image fetches at once per set (default 32; more wait)\n"
       "\n"
       "Router switches:\n"
       "  --load-aware                      preset: kv mode, overlap credit 0, no KV events (load balancing only)\n"

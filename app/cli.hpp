@@ -31,6 +31,11 @@ struct serve_options {
   std::uint32_t health_timeout_ms = 1000;
   std::uint32_t health_failures = 2;
   std::uint32_t health_successes = 1;
+  bool media_allow_private = false;          ///< --media-allow-private: image URLs may be loopback / private
+  std::uint64_t media_timeout_ms = 10000;    ///< --media-timeout-ms
+  std::uint64_t media_cache_entries = 4096;  ///< --media-cache-entries
+  std::uint64_t media_cache_ttl_secs = 600;  ///< --media-cache-ttl-secs
+  std::uint64_t media_max_concurrent = 32;   ///< --media-max-concurrent
   std::uint32_t index_grace_secs = 60;
   std::string tokenizer_path;        ///< --tokenizer: the command-line set's tokenizer.json
   std::string tokenizer_config_path; ///< --tokenizer-config: its chat template

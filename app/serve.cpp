@@ -108,7 +108,12 @@ int run_serve(const options& options) {
                     .health = {std::chrono::milliseconds(serve.health_interval_ms),
                                std::chrono::milliseconds(serve.health_timeout_ms),
                                std::max<std::uint32_t>(serve.health_failures, 1),
-                               std::max<std::uint32_t>(serve.health_successes, 1)}};
+                               std::max<std::uint32_t>(serve.health_successes, 1)},
+                    .media = {.timeout = std::chrono::milliseconds(serve.media_timeout_ms),
+                              .max_concurrent = std::max<std::size_t>(serve.media_max_concurrent, 1),
+                              .cache_entries = std::max<std::size_t>(serve.media_cache_entries, 1),
+                              .cache_ttl = std::chrono::seconds(serve.media_cache_ttl_secs),
+                              .allow_private = serve.media_allow_private}};
   watch.config_path = serve.config_path;
   watch.etcd_global = options.router;
   watch.publish = [&ingress](std::shared_ptr<const routing_table> table) { ingress->set_routing_table(std::move(table)); };

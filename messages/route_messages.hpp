@@ -51,6 +51,17 @@ struct route_job {
 };
 using route_job_ptr = std::shared_ptr<route_job>;
 
+/// The media fetcher's answer for one image of a job a hasher parked: its placeholder-token
+/// count and hash, or nothing (the image could not be resolved: text-only fallback).
+struct media_resolution {
+  std::uint64_t parked_id = 0;  ///< the hasher's key of the parked job
+  std::size_t slot = 0;         ///< the image's position among the request's images
+  bool ok = false;
+  std::uint32_t tokens = 0;
+  std::uint64_t hash = 0;
+};
+using media_resolution_ptr = std::shared_ptr<const media_resolution>;
+
 /// How a routed request ended.
 enum class request_outcome : std::uint8_t { completed, client_disconnected, worker_error };
 

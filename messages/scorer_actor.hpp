@@ -28,7 +28,8 @@ using scorer_actor = caf::typed_actor<
     /// The index and its counters as JSON (operators and tests).
     caf::replies_to<dump_index_atom>::with<std::string>>;
 
-/// Turns a job's token ids into block hashes, then hands it to the scorer.
-using hasher_actor = caf::typed_actor<caf::reacts_to<route_job_ptr>>;
+/// Turns a job's token ids into block hashes, then hands it to the scorer. A job with image
+/// URLs waits (parked) for the media fetcher's resolutions.
+using hasher_actor = caf::typed_actor<caf::reacts_to<route_job_ptr>, caf::reacts_to<media_resolution_ptr>>;
 
 }  // namespace kvr

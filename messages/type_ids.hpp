@@ -26,6 +26,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvr, caf::first_custom_type_id)
 
   // -- request path: ingress -> hasher -> scorer
   CAF_ADD_TYPE_ID(kvr, (kvr::route_job_ptr))
+  CAF_ADD_TYPE_ID(kvr, (kvr::media_resolution_ptr))
   CAF_ADD_ATOM(kvr, kvr, first_token_atom, "firsttok")
   CAF_ADD_ATOM(kvr, kvr, finished_atom, "finished")
   CAF_ADD_ATOM(kvr, kvr, worker_failed_atom, "wfailed")
@@ -45,5 +46,6 @@ CAF_END_TYPE_ID_BLOCK(kvr)
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::kv_updates)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::route_job_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::media_resolution_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::router_file>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::etcd_cards>)

@@ -9,10 +9,16 @@ Qwen2-VL placeholder count; in "vl-lb" the same requests cause no image work at 
 at zero) and are proxied untouched. A request whose image cannot be resolved still routes, on
 its text before the image.
 
+Image URLs are served by a loopback image server with Range support that counts requests:
+dimensions come from a 4 KiB (then 64 KiB) range, are cached by URL, follow redirects (at most
+3), and loopback URLs are refused unless --media-allow-private; the load-aware set never asks.
+
 usage: mm_routing_test.py KVROUTER_BINARY
 """
 import base64
+import http.server
 import json
+import threading
 import os
 import struct
 import subprocess
@@ -37,6 +43,63 @@ def png(width, height, shade):
     row = b"\x00" + bytes([shade, 255 - shade, 128]) * width
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(row * height)) + chunk(b"IEND", b""))
+
+
+def jpeg_with_big_exif(width, height):
+    """A JPEG whose frame header (SOF0) sits after a 10 KB APP1 segment: past the first 4 KiB."""
+    app1 = b"\xff\xe1" + struct.pack(">H", 10002) + b"Exif\x00\x00" + b"\x00" * 9994
+    sof0 = b"\xff\xc0" + struct.pack(">HBHHB", 17, 8, height, width, 3) + b"\x01\x22\x00\x02\x11\x01\x03\x11\x01"
+    return b"\xff\xd8" + app1 + sof0 + b"\xff\xd9"
+
+
+class ImageServer:
+    """Serves images on loopback with Range support, counting requests per path."""
+
+    def __init__(self, files):
+        self.files, self.hits, self.ranges = files, {}, []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                outer.hits[self.path] = outer.hits.get(self.path, 0) + 1
+                if self.path == "/redirect":
+                    return self._redirect("/a.png")
+                if self.path == "/loop":
+                    return self._redirect("/loop")
+                data = outer.files.get(self.path)
+                if data is None:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    return self.end_headers()
+                wanted = self.headers.get("Range")
+                outer.ranges.append(wanted)
+                if wanted and wanted.startswith("bytes=0-"):
+                    end = min(int(wanted[8:]), len(data) - 1)
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes 0-{end}/{len(data)}")
+                    data = data[:end + 1]
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Type", "image/png")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _redirect(self, to):
+                self.send_response(302)
+                self.send_header("Location", to)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
 
 
 def data_uri(image):
@@ -74,7 +137,9 @@ def main():
     config = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
     json.dump({"router": {}, "worker_sets": sets}, config)
     config.close()
-    router = Router(kvrouter, None, [], "--config", config.name, "--health-interval-ms", "0")
+    images = ImageServer({"/a.png": png(224, 224, 10), "/b.png": png(448, 224, 200), "/big.jpg": jpeg_with_big_exif(560, 280),
+                          "/gate.png": png(224, 224, 30)})
+    router = Router(kvrouter, None, [], "--config", config.name, "--health-interval-ms", "0", "--media-allow-private")
     dry = {"x-kvrouter-dry-run": "1"}
     a, b = data_uri(png(224, 224, 10)), data_uri(png(448, 224, 200))
     try:
@@ -98,14 +163,34 @@ def main():
         status, _, body = router.request("POST", "/v1/chat/completions", chat("vl", "http://127.0.0.1:9/cat.png"), dry)
         fallback = json.loads(body)
         f.check(status == 200 and fallback["prompt_tokens"] == text_before_image,
-                "an image URL (no fetcher yet) routes on the text before it")
+                "an unreachable image URL routes on the text before it")
+
+        # Image URLs: dimensions from a range request, cached by URL, hashed by URL.
+        url_a = images.url + "/a.png"
+        router.request("POST", "/v1/chat/completions", chat("vl", url_a))
+        _, _, body = router.request("POST", "/v1/chat/completions", chat("vl", url_a), dry)
+        again = json.loads(body)
+        f.check(again["prompt_tokens"] == len(ids) - 1 + a_tokens and again["overlap_blocks"] == again["prompt_tokens"] // BLOCK,
+                f"an image URL fetched for its size overlaps in full the second time ({again['overlap_blocks']} blocks)")
+        f.check(images.hits.get("/a.png") == 1 and images.ranges[0] == "bytes=0-4095",
+                f"the image server saw one range request for the first 4 KiB ({images.hits.get('/a.png')}, {images.ranges[:1]})")
+        _, _, body = router.request("POST", "/v1/chat/completions", chat("vl", images.url + "/big.jpg"), dry)
+        big = json.loads(body)
+        f.check(big["prompt_tokens"] == len(ids) - 1 + (560 // 28) * (280 // 28) and images.hits.get("/big.jpg") == 2,
+                "a JPEG whose header lies past 4 KiB is read with a second, 64 KiB range")
+        _, _, body = router.request("POST", "/v1/chat/completions", chat("vl", images.url + "/redirect"), dry)
+        f.check(json.loads(body)["prompt_tokens"] == len(ids) - 1 + a_tokens, "a redirect to an image is followed")
+        _, _, body = router.request("POST", "/v1/chat/completions", chat("vl", images.url + "/loop"), dry)
+        f.check(json.loads(body)["prompt_tokens"] == text_before_image and images.hits.get("/loop") == 4,
+                f"a redirect loop stops after 3 redirects and falls back ({images.hits.get('/loop')} requests)")
         status, _, _ = router.request("POST", "/v1/chat/completions", chat("vl", "data:image/png;base64,bm90IGFuIGltYWdl"))
         f.check(status == 200, "a data URI that is not an image still gets its request proxied")
 
         # The gated-off set: the same requests, no image work.
-        for image in (a, b, a):
+        for image in (a, b, images.url + "/gate.png"):
             status, _, _ = router.request("POST", "/v1/chat/completions", chat("vl-lb", image))
             f.check(status == 200, "the load-aware set proxies image chats")
+        f.check("/gate.png" not in images.hits, "the load-aware set never fetches an image URL")
         forwarded = [json.loads(body_) for w in workers for body_ in w.stats()["bodies"]]
         f.check(any(m.get("model") == "vl-lb" and m["messages"][1]["content"][1]["image_url"]["url"] == a for m in forwarded),
                 "the worker receives the image untouched")
@@ -113,18 +198,34 @@ def main():
         metrics = router.metrics()
         def counter(name, model):
             return metrics.get(f'kvrouter_{name}{{set="{model}",model="{model}"}}', -1)
-        f.check(counter("set_images_resolved_total", "vl") == 3 and counter("set_image_bytes_hashed_total", "vl") > 0,
-                f"vl resolved and hashed its 3 images ({counter('set_images_resolved_total', 'vl')})")
-        f.check(counter("set_image_fallbacks_total", "vl") == 2 and counter("set_image_urls_unresolved_total", "vl") == 1,
-                "vl counted the URL and the broken image as text-only fallbacks")
+        f.check(counter("set_images_resolved_total", "vl") == 7 and counter("set_image_bytes_hashed_total", "vl") > 0,
+                f"vl resolved its 7 images ({counter('set_images_resolved_total', 'vl')})")
+        f.check(counter("set_image_fallbacks_total", "vl") == 3, "vl counted the unreachable URL, the broken image and the loop")
+        f.check(counter("set_media_lookups_total", "vl") == 6 and counter("set_media_cache_hits_total", "vl") == 1
+                and counter("set_media_fetches_total", "vl") == 9 and counter("set_media_failures_total", "vl") == 2,
+                "vl's media counters: 6 lookups, 1 cache hit, 9 range requests (2 ranges, 1+4 redirect hops), 2 failures")
         gated = [counter(n, "vl-lb") for n in ("set_images_resolved_total", "set_image_bytes_hashed_total",
-                                                "set_image_fallbacks_total", "set_chats_rendered_total")]
-        f.check(gated == [0, 0, 0, 0], f"vl-lb did no image work and rendered no template: {gated}")
+                                                "set_image_fallbacks_total", "set_chats_rendered_total",
+                                                "set_media_lookups_total", "set_media_fetches_total")]
+        f.check(gated == [0, 0, 0, 0, 0, 0], f"vl-lb did no image work, rendered no template, fetched nothing: {gated}")
         _, _, body = router.request("GET", "/v1/router/sets")
         pipelines = {s["name"]: s["pipeline"]["hashers"] for s in json.loads(body)["sets"]}
         f.check(pipelines["vl"] > 0 and pipelines["vl-lb"] == 0, f"only vl has hashers: {pipelines}")
     finally:
         router.stop()
+
+    # Without --media-allow-private, loopback image URLs are refused (SSRF) and never fetched.
+    router = Router(kvrouter, None, [], "--config", config.name, "--health-interval-ms", "0")
+    try:
+        before = images.hits.get("/b.png", 0)
+        _, _, body = router.request("POST", "/v1/chat/completions", chat("vl", images.url + "/b.png"), dry)
+        metrics = router.metrics()
+        f.check(json.loads(body)["prompt_tokens"] == text_before_image and images.hits.get("/b.png", 0) == before
+                and metrics.get('kvrouter_set_media_refusals_total{set="vl",model="vl"}') == 1,
+                "by default a loopback image URL is refused, counted, and the request routes on its text")
+    finally:
+        router.stop()
+        images.stop()
         for w in workers:
             w.stop()
         os.unlink(config.name)

@@ -1,0 +1,249 @@
+#include <utility>  // before Asio under g++ 12
+
+#include "actors/media_fetcher.hpp"
+
+#include <deque>
+#include <list>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <fmt/format.h>
+
+#include "core/fetch_policy.hpp"
+
+namespace kvr {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::size_t first_range = 4096;
+constexpr std::size_t second_range = 65536;
+
+bool forbidden(const asio::ip::address& address) {
+  if (address.is_v4()) return is_forbidden_address(address.to_v4().to_bytes());
+  return is_forbidden_address(address.to_v6().to_bytes());
+}
+
+/// `Content-Range: bytes 0-4095/123456` -> 123456 (nullopt if absent or `*`).
+std::optional<std::uint64_t> total_length(std::string_view content_range) {
+  const auto slash = content_range.rfind('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  try {
+    return std::stoull(std::string(content_range.substr(slash + 1)));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+struct media_fetcher::impl {
+  media_fetch_settings settings;
+  std::shared_ptr<media_fetch_counters> counters;
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  std::thread thread;
+
+  struct cache_entry {
+    image_dims dims;
+    steady::time_point expires;
+    std::list<std::string>::iterator position;
+  };
+  std::unordered_map<std::string, cache_entry> cache;
+  std::list<std::string> lru;  ///< most recent first
+  std::unordered_map<std::string, std::vector<callback>> waiting;  ///< URL -> callers of its fetch in flight
+  std::deque<std::string> queued;
+  std::size_t running = 0;
+
+  impl(media_fetch_settings s, std::shared_ptr<media_fetch_counters> c)
+      : settings(s), counters(std::move(c)), thread([this] { io.run(); }) {}
+
+  ~impl() {
+    work.reset();
+    io.stop();
+    thread.join();
+  }
+
+  void lookup(std::string url, callback done) {
+    ++counters->lookups;
+    if (auto it = cache.find(url); it != cache.end()) {
+      if (steady::now() < it->second.expires) {
+        ++counters->cache_hits;
+        lru.splice(lru.begin(), lru, it->second.position);
+        return done(it->second.dims);
+      }
+      lru.erase(it->second.position);
+      cache.erase(it);
+    }
+    auto [entry, first] = waiting.try_emplace(url);
+    entry->second.push_back(std::move(done));
+    if (!first) {
+      ++counters->cache_hits;  // shares the fetch in flight
+      return;
+    }
+    queued.push_back(std::move(url));
+    start_queued();
+  }
+
+  void start_queued() {
+    while (running < settings.max_concurrent && !queued.empty()) {
+      std::string url = std::move(queued.front());
+      queued.pop_front();
+      ++running;
+      start_fetch(std::move(url));
+    }
+  }
+
+  void finish(const std::string& url, const result& outcome) {
+    --running;
+    if (outcome) {
+      lru.push_front(url);
+      cache[url] = cache_entry{*outcome, steady::now() + settings.cache_ttl, lru.begin()};
+      while (cache.size() > settings.cache_entries) {
+        cache.erase(lru.back());
+        lru.pop_back();
+      }
+    }
+    auto callers = std::move(waiting[url]);
+    waiting.erase(url);
+    for (auto& done : callers) done(outcome);
+    start_queued();
+  }
+
+  void start_fetch(std::string url);
+};
+
+namespace {
+
+/// One URL's fetch: resolve, check, connect, range GET, maybe a larger range, maybe redirects.
+class fetch_op : public std::enable_shared_from_this<fetch_op> {
+ public:
+  fetch_op(media_fetcher::impl& owner, std::string url)
+      : owner_(owner), url_(std::move(url)), resolver_(owner.io), stream_(owner.io),
+        deadline_(steady::now() + owner.settings.timeout) {}
+
+  void start() {
+    auto parsed = parse_http_url(url_);
+    if (!parsed) return refuse(parsed.error());
+    target_ = *parsed;
+    attempt();
+  }
+
+ private:
+  void attempt() {
+    if (target_.scheme != "http") return refuse("https image URLs are not fetched (http only for now)");
+    auto self = shared_from_this();
+    resolver_.async_resolve(target_.host, target_.port, [self](beast::error_code ec, tcp::resolver::results_type results) {
+      if (ec) return self->fail("cannot resolve " + self->target_.host + ": " + ec.message());
+      std::vector<tcp::endpoint> allowed;
+      for (const auto& entry : results)
+        if (self->owner_.settings.allow_private || !forbidden(entry.endpoint().address())) allowed.push_back(entry.endpoint());
+      if (allowed.empty())
+        return self->refuse(self->target_.host + " resolves to a loopback, private, link-local or multicast address");
+      self->stream_.expires_at(self->deadline_);
+      self->stream_.async_connect(allowed, [self](beast::error_code ec2, const tcp::endpoint&) {
+        if (ec2) return self->fail("connect: " + ec2.message());
+        self->send();
+      });
+    });
+  }
+
+  void send() {
+    request_ = {http::verb::get, target_.target, 11};
+    request_.set(http::field::host, target_.host);
+    request_.set(http::field::user_agent, "kvrouter-media-fetcher");
+    request_.set(http::field::range, fmt::format("bytes=0-{}", range_ - 1));
+    request_.set(http::field::connection, "close");
+    ++owner_.counters->http_requests;
+    auto self = shared_from_this();
+    http::async_write(stream_, request_, [self](beast::error_code ec, std::size_t) {
+      if (ec) return self->fail("write: " + ec.message());
+      self->parser_.emplace();
+      self->parser_->header_limit(16 * 1024);
+      self->parser_->body_limit(self->range_);
+      http::async_read(self->stream_, self->buffer_, *self->parser_, [self](beast::error_code ec2, std::size_t) {
+        self->on_response(ec2);
+      });
+    });
+  }
+
+  void on_response(beast::error_code ec) {
+    const bool too_long = ec == http::error::body_limit;
+    if (ec && !too_long) return fail("read: " + ec.message());
+    const auto& response = parser_->get();
+    const unsigned status = response.result_int();
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+    if (status >= 300 && status < 400 && status != 304) {
+      if (++redirects_ > owner_.settings.max_redirects) return fail("more than 3 redirects");
+      auto next = resolve_location(target_, std::string(response[http::field::location]));
+      if (!next) return refuse("redirect: " + next.error());
+      target_ = *next;
+      buffer_.clear();
+      return attempt();  // the new address is checked again
+    }
+    if (status != 206 && status != 200) return fail(fmt::format("HTTP {}", status));
+    if (status == 200 && too_long) return fail("the server ignores Range and the image is larger than " + std::to_string(range_) + " bytes");
+    const std::string& body = response.body();
+    bool complete = status == 200;
+    if (status == 206) {
+      const auto total = total_length(std::string(response[http::field::content_range]));
+      complete = total && *total == body.size();
+    }
+    auto dims = image_dimensions({reinterpret_cast<const std::uint8_t*>(body.data()), body.size()}, complete);
+    if (dims) return done(*dims);
+    if (dims.error() == dims_error::need_more_bytes && range_ == first_range) {
+      range_ = second_range;
+      buffer_.clear();
+      return attempt();
+    }
+    fail("not a supported image (or its header is beyond 64 KiB)");
+  }
+
+  void refuse(const std::string& why) {
+    ++owner_.counters->refusals;
+    owner_.finish(url_, std::unexpected(why));
+  }
+  void fail(const std::string& why) {
+    ++owner_.counters->failures;
+    owner_.finish(url_, std::unexpected(why));
+  }
+  void done(image_dims dims) { owner_.finish(url_, dims); }
+
+  media_fetcher::impl& owner_;
+  std::string url_;
+  parsed_url target_;
+  tcp::resolver resolver_;
+  beast::tcp_stream stream_;
+  steady::time_point deadline_;
+  std::size_t range_ = first_range;
+  std::size_t redirects_ = 0;
+  http::request<http::empty_body> request_;
+  std::optional<http::response_parser<http::string_body>> parser_;
+  beast::flat_buffer buffer_;
+};
+
+}  // namespace
+
+void media_fetcher::impl::start_fetch(std::string url) { std::make_shared<fetch_op>(*this, std::move(url))->start(); }
+
+media_fetcher::media_fetcher(media_fetch_settings settings, std::shared_ptr<media_fetch_counters> counters)
+    : impl_(std::make_unique<impl>(settings, std::move(counters))) {}
+
+media_fetcher::~media_fetcher() = default;
+
+void media_fetcher::fetch(std::string url, callback done) {
+  asio::post(impl_->io, [this, url = std::move(url), done = std::move(done)]() mutable { impl_->lookup(std::move(url), std::move(done)); });
+}
+
+}  // namespace kvr
