@@ -36,6 +36,7 @@ struct worker_set_route {
   std::vector<hasher_actor> hashers;  ///< empty: the set does not score prefix overlap
   bool hashes_text = false;           ///< the hashers have a tokenizer (text prompts can be hashed)
   bool hashes_chat = false;           ///< ... and a chat template (chat requests can be hashed)
+  bool fetches_media = false;         ///< the set has a media fetcher (multimodal, overlap scored)
   /// The hashers' counters; every set has them, at zero where the gate spawns no hashers.
   std::shared_ptr<kvr::hasher_counters> hashing = std::make_shared<kvr::hasher_counters>();
   std::shared_ptr<scorer_snapshot_cell> snapshot;

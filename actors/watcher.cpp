@@ -100,6 +100,7 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
     if (resources->multimodal)
       resources->fetcher = std::make_shared<media_fetcher>(
           serve.media, std::shared_ptr<media_fetch_counters>(set.hashing, &set.hashing->media));
+    set.fetches_media = resources->fetcher != nullptr;
     for (std::size_t i = 0; i < std::max<std::size_t>(serve.hashers, 1); ++i)
       set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, *resources));
   }
@@ -168,6 +169,7 @@ class set_registry {
       sets["sets"][i]["pipeline"] = {{"hashers", set.route.hashers.size()},
                                      {"hashes_text", set.route.hashes_text},
                                      {"hashes_chat", set.route.hashes_chat},
+                                     {"media_fetcher", set.route.fetches_media},
                                      {"kv_subscriber", set.subscriber.has_value()},
                                      {"kv_publishers", set.subscriber ? set.subscriber->stats().size() : 0},
                                      {"health_checks", set.health != nullptr}};

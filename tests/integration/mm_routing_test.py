@@ -129,8 +129,17 @@ def main():
     workers = [Worker(f"w{i}") for i in range(3)]
     card = {"image_token_id": IMAGE_PAD, "token_count": {"rule": "qwen2-vl", "patch_size": 14, "merge_size": 2}}
     sets = []
-    for name, router_config in [("vl", {"router_mode": "kv", "use_kv_events": False}),
-                                ("vl-lb", {"router_mode": "kv", "overlap_score_credit": 0.0, "use_kv_events": False})]:
+    # The gate matrix: where prefix overlap is scored (kv, credit > 0, with or without KV events)
+    # images are resolved; everywhere else nothing is done for them.
+    gate_rows = [("vl", {"router_mode": "kv", "use_kv_events": False}, True),
+                 ("vl-events", {"router_mode": "kv", "use_kv_events": True}, True),
+                 ("vl-lb", {"router_mode": "kv", "overlap_score_credit": 0.0, "use_kv_events": False}, False),
+                 ("vl-credit0-events", {"router_mode": "kv", "overlap_score_credit": 0.0, "use_kv_events": True}, False),
+                 ("vl-rr", {"router_mode": "round-robin"}, False),
+                 ("vl-random", {"router_mode": "random"}, False),
+                 ("vl-p2", {"router_mode": "power-of-two"}, False),
+                 ("vl-ll", {"router_mode": "least-loaded"}, False)]
+    for name, router_config, _ in gate_rows:
         sets.append({"name": name, "model": name, "block_size": BLOCK, "tokenizer": TOKENIZER, "tokenizer_config": TEMPLATE,
                      "multimodal": card, "workers": [{"id": w.name, "url": w.url} for w in workers],
                      "router_config": router_config})
@@ -209,8 +218,22 @@ def main():
                                                 "set_media_lookups_total", "set_media_fetches_total")]
         f.check(gated == [0, 0, 0, 0, 0, 0], f"vl-lb did no image work, rendered no template, fetched nothing: {gated}")
         _, _, body = router.request("GET", "/v1/router/sets")
-        pipelines = {s["name"]: s["pipeline"]["hashers"] for s in json.loads(body)["sets"]}
-        f.check(pipelines["vl"] > 0 and pipelines["vl-lb"] == 0, f"only vl has hashers: {pipelines}")
+        pipelines = {s["name"]: (s["pipeline"]["hashers"], s["pipeline"]["media_fetcher"]) for s in json.loads(body)["sets"]}
+        f.check(all((p[0] > 0 and p[1]) == on for (name, _, on), p in zip(gate_rows, [pipelines[r[0]] for r in gate_rows])),
+                f"hashers and a media fetcher exist only where the gate is on: {pipelines}")
+
+        # Every row of the gate matrix, with its own image URL: fetched only where the gate is on.
+        for name, _, mm_on in gate_rows[1:]:
+            path = f"/gate-{name}.png"
+            images.files[path] = png(224, 224, 77)
+            status, _, _ = router.request("POST", "/v1/chat/completions", chat(name, images.url + path))
+            metrics = router.metrics()
+            work = [metrics.get(f'kvrouter_{n}{{set="{name}",model="{name}"}}', -1)
+                    for n in ("set_media_fetches_total", "set_images_resolved_total")]
+            hits = images.hits.get(path, 0)
+            expected = ([1.0, 1.0], 1) if mm_on else ([0.0, 0.0], 0)
+            f.check(status == 200 and (work, hits) == expected,
+                    f"gate row {name}: image work {work}, image server hits {hits} (multimodal routing {'on' if mm_on else 'off'})")
     finally:
         router.stop()
 
