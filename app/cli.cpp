@@ -57,6 +57,18 @@ std::optional<std::expected<void, std::string>> parse_serve_flag(serve_options& 
     serve.tokenizer_config_path = value;
     return std::expected<void, std::string>{};
   }
+  if (flag == "--image-token-id") {
+    std::uint32_t id = 0;
+    if (auto parsed = parse_count(flag, value, id, UINT32_MAX); !parsed) return parsed;
+    serve.image_token_id = id;
+    return std::expected<void, std::string>{};
+  }
+  if (flag == "--image-token-rule") {
+    if (value != "qwen2-vl" && value != "fixed") return std::unexpected("--image-token-rule takes qwen2-vl or fixed (got " + value + ")");
+    serve.image_token_rule = value;
+    return std::expected<void, std::string>{};
+  }
+  if (flag == "--image-fixed-tokens") return parse_count(flag, value, serve.image_fixed_tokens, 1000000);
   if (flag == "--chat-template-fallback") {
     if (value != "none" && value != "concat")
       return std::unexpected("--chat-template-fallback takes none or concat (got " + value + ")");
@@ -189,6 +201,10 @@ std::string usage() {
       "                                    rendered with its chat template, as the engines do, then tokenized\n"
       "  --chat-template-fallback MODE     none (default: a template that fails to load refuses the set) or\n"
       "                                    concat (render chats as plain 'role: content' lines instead)\n"
+      "  --image-token-id N                the set is multimodal: its template's image placeholder token; each image\n"
+      "                                    becomes its token count and its hash is mixed into its blocks (kv mode)\n"
+      "  --image-token-rule RULE           qwen2-vl (default: 28-pixel tiles within min/max pixels) or fixed\n"
+      "  --image-fixed-tokens N            tokens per image for the fixed rule (default 576, LLaVA-style)\n"
       "  --host ADDRESS                    listen address (default 0.0.0.0)\n"
       "  --port PORT                       listen port (default 8080; 0 = any free port, printed at start)\n"
       "  --threads N                       HTTP I/O threads (default: one per core)\n"

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <expected>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct serve_options {
   std::string tokenizer_path;        ///< --tokenizer: the command-line set's tokenizer.json
   std::string tokenizer_config_path; ///< --tokenizer-config: its chat template
   bool chat_template_fallback_concat = false;  ///< --chat-template-fallback concat
+  std::optional<std::uint32_t> image_token_id;  ///< --image-token-id: the command-line set is multimodal
+  std::string image_token_rule = "qwen2-vl";     ///< --image-token-rule qwen2-vl | fixed
+  std::uint32_t image_fixed_tokens = 576;        ///< --image-fixed-tokens
   std::string etcd_url;              ///< --etcd: worker-set cards from etcd under etcd_prefix
   std::string etcd_prefix = "/kvrouter/";
 };

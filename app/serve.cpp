@@ -49,6 +49,10 @@ std::expected<router_file, std::string> load_sets(const options& options) {
                        .chat_template_fallback_concat = serve.chat_template_fallback_concat};
   if (!card.tokenizer_config.empty() && card.tokenizer.empty())
     return std::unexpected("--tokenizer-config needs --tokenizer (the rendered chat is tokenized to route)");
+  if (serve.image_token_id) {
+    card.multimodal = multimodal_card{.image_token_id = *serve.image_token_id, .rule = serve.image_token_rule,
+                                      .fixed_tokens = serve.image_fixed_tokens};
+  }
   for (std::size_t i = 0; i < serve.workers.size(); ++i) {
     auto spec = parse_worker_spec(serve.workers[i]);
     if (!spec) return std::unexpected(spec.error().message);

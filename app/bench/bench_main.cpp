@@ -12,9 +12,11 @@
 #include <fmt/format.h>
 
 #include "app/bench/cluster.hpp"
+#include "app/bench/image_server.hpp"
 #include "app/bench/load_client.hpp"
 #include "app/bench/report.hpp"
 #include "app/flags.hpp"
+#include "core/base64.hpp"
 #include "core/loadgen/stats.hpp"
 #include "core/loadgen/workload.hpp"
 
@@ -42,6 +44,13 @@ Workload (token-id prompts to /v1/completions, streamed):
   --groups N                   (default 16)      --prompts-per-group N   (default 16)
   --system-tokens N            (default 2048)    --question-tokens N     (default 128)
   --output-tokens N            (default 32; caps trace outputs too)       --turns N (default 1)
+  --images-per-request N       image workload: chats of a system prompt (--groups, --prompts-per-group),
+                               N images and a question, streamed from /v1/chat/completions
+  --distinct-images K          images are drawn from K (default 32; repeats hit the router's cache)
+  --image-source S             url (default: served by the bench on loopback) or data (data: URIs)
+  --tokenizer PATH             with images: the router's and mockers' tokenizer.json
+  --tokenizer-config PATH      with images: their chat template (one that loops over content parts)
+  --image-token-id N           with images: the template's image placeholder id (router --image-token-id)
   --requests N                 send at most N requests
   --seed N                     workload and arrival seed (default 42)
 Load:
@@ -79,6 +88,10 @@ struct options {
   std::string out, csv, plot;
   bool progress = true;
   std::string trace_file_for_ceiling;
+  loadgen::image_chat_options image_chat;
+  bool images = false;
+  bool image_data_uris = false;
+  std::string tokenizer, tokenizer_config, image_token_id;
 };
 
 template <class T>
@@ -136,6 +149,14 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
     else if (name == "--question-tokens") ok = number(v, o.synthetic.question_tokens);
     else if (name == "--output-tokens") ok = (o.output_tokens_given = number(v, o.synthetic.output_tokens)) && o.synthetic.output_tokens > 0;
     else if (name == "--turns") ok = number(v, o.synthetic.turns) && o.synthetic.turns > 0;
+    else if (name == "--images-per-request") ok = (o.images = number(v, o.image_chat.images_per_request)) && o.image_chat.images_per_request > 0;
+    else if (name == "--distinct-images") ok = number(v, o.image_chat.distinct_images) && o.image_chat.distinct_images > 0;
+    else if (name == "--image-source") {
+      ok = v == "url" || v == "data";
+      o.image_data_uris = v == "data";
+    } else if (name == "--tokenizer") o.tokenizer = v;
+    else if (name == "--tokenizer-config") o.tokenizer_config = v;
+    else if (name == "--image-token-id") o.image_token_id = v;
     else if (name == "--requests") ok = number(v, o.max_requests);
     else if (name == "--seed") ok = number(v, o.synthetic.seed);
     else if (name == "--rate") ok = number(v, o.rate) && o.rate > 0;
@@ -153,6 +174,8 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
   for (const auto& p : o.policies)
     if (policy_flags(p).empty()) return std::unexpected("unknown policy " + p);
   if (o.rate > 0 && o.concurrency > 0) return std::unexpected("--rate and --concurrency exclude each other");
+  if (o.images && (o.tokenizer.empty() || o.tokenizer_config.empty() || o.image_token_id.empty()))
+    return std::unexpected("an image workload needs --tokenizer, --tokenizer-config and --image-token-id");
   return o;
 }
 
@@ -164,9 +187,22 @@ std::expected<std::string, std::string> read_file(const std::string& path) {
   return text.str();
 }
 
-std::expected<std::vector<loadgen::request_spec>, std::string> build_workload(const options& o) {
+std::expected<std::vector<loadgen::request_spec>, std::string> build_workload(const options& o,
+                                                                               const image_server* images) {
   std::vector<loadgen::request_spec> requests;
-  if (!o.trace.empty()) {
+  if (o.images) {
+    loadgen::image_chat_options chats = o.image_chat;
+    chats.groups = o.synthetic.groups;
+    chats.prompts_per_group = o.synthetic.prompts_per_group;
+    chats.output_tokens = o.synthetic.output_tokens;
+    chats.seed = o.synthetic.seed;
+    requests = loadgen::image_chats(chats, [&](std::size_t k) {
+      if (images != nullptr) return images->url(k);
+      const auto png = loadgen::workload_png(k);
+      return "data:image/png;base64," + base64_encode(png);
+    });
+    if (o.max_requests > 0 && requests.size() > o.max_requests) requests.resize(o.max_requests);
+  } else if (!o.trace.empty()) {
     auto text = read_file(o.trace);
     if (!text) return std::unexpected(text.error());
     loadgen::trace_options trace = o.trace_options;
@@ -187,6 +223,13 @@ std::expected<std::vector<loadgen::request_spec>, std::string> build_workload(co
 struct worker_counters {
   double hits = 0, queries = 0;
 };
+
+/// The router's image-dimension cache counters (all sets).
+std::pair<double, double> media_counters(const std::string& host, const std::string& port) {
+  const std::string text = http_get("http://" + host + ":" + port + "/metrics");
+  return {loadgen::prometheus_sum(text, "kvrouter_set_media_cache_hits_total"),
+          loadgen::prometheus_sum(text, "kvrouter_set_media_lookups_total")};
+}
 
 worker_counters read_worker_counters(const std::vector<std::string>& metrics_urls) {
   worker_counters c;
@@ -211,12 +254,16 @@ policy_report measure(const options& o, const std::string& label, const std::str
   load.progress = o.progress;
   load.label = label;
   const worker_counters before = read_worker_counters(metrics_urls);
+  const auto media_before = media_counters(host, port);
   const double cpu_before = router_pid > 0 ? process_cpu_seconds(router_pid) : -1;
   double wall = 0;
   std::vector<request_result> results = run_load(load, requests, wall);
   const double cpu_after = router_pid > 0 ? process_cpu_seconds(router_pid) : -1;
   const worker_counters after = read_worker_counters(metrics_urls);
+  const auto media_after = media_counters(host, port);
   policy_report report = summarize_run(label, results, wall);
+  if (media_after.second > media_before.second)
+    report.dims_cache_hit_rate = (media_after.first - media_before.first) / (media_after.second - media_before.second);
   if (!metrics_urls.empty() && after.queries > before.queries)
     report.hit_rate = (after.hits - before.hits) / (after.queries - before.queries);
   if (cpu_before >= 0 && cpu_after >= 0 && report.requests > 0)
@@ -237,12 +284,23 @@ int run(const options& o) {
     std::cout << fmt::format("{:.4f}\n", *ceiling);
     return 0;
   }
-  auto requests = build_workload(o);
+  std::unique_ptr<image_server> images;
+  if (o.images && !o.image_data_uris) {
+    std::vector<std::vector<std::uint8_t>> pngs;
+    for (std::size_t k = 0; k < o.image_chat.distinct_images; ++k) pngs.push_back(loadgen::workload_png(k));
+    images = std::make_unique<image_server>(std::move(pngs));
+  }
+  auto requests = build_workload(o, images.get());
   if (!requests) throw std::runtime_error(requests.error());
   std::size_t prompt_tokens = 0;
   for (const auto& r : *requests) prompt_tokens += r.prompt.size();
-  std::cerr << fmt::format("kvrouter-bench: {} requests, {:.0f} prompt tokens on average\n", requests->size(),
-                           requests->empty() ? 0.0 : static_cast<double>(prompt_tokens) / requests->size());
+  if (o.images)
+    std::cerr << fmt::format("kvrouter-bench: {} chat requests with {} image(s) each, from {} distinct images ({})\n",
+                             requests->size(), o.image_chat.images_per_request, o.image_chat.distinct_images,
+                             o.image_data_uris ? "data URIs" : "URLs on a loopback image server");
+  else
+    std::cerr << fmt::format("kvrouter-bench: {} requests, {:.0f} prompt tokens on average\n", requests->size(),
+                             requests->empty() ? 0.0 : static_cast<double>(prompt_tokens) / requests->size());
   std::vector<policy_report> reports;
   if (o.command == "run") {
     const auto colon = o.url.rfind(':');
@@ -262,6 +320,13 @@ int run(const options& o) {
       settings.mockers = o.mockers;
       settings.mocker_flags = o.mocker_flags;
       settings.router_flags = o.router_flags;
+      if (o.images) {
+        for (const std::string& flag : {std::string("--tokenizer"), o.tokenizer, std::string("--tokenizer-config"), o.tokenizer_config}) {
+          settings.router_flags.push_back(flag);
+          settings.mocker_flags.push_back(flag);
+        }
+        settings.router_flags.insert(settings.router_flags.end(), {"--image-token-id", o.image_token_id, "--media-allow-private"});
+      }
       settings.policy = policy;
       settings.model = o.model;
       settings.workdir = scratch;

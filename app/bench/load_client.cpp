@@ -29,7 +29,13 @@ double ms_between(clock_type::time_point a, clock_type::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+std::string chat_body(const std::string& model, const loadgen::request_spec& r) {
+  return fmt::format(R"({{"model":"{}","stream":true,"max_tokens":{},"ignore_eos":true,"messages":{}}})", model, r.max_tokens,
+                     r.messages_json);
+}
+
 std::string completion_body(const std::string& model, const loadgen::request_spec& r) {
+  if (!r.messages_json.empty()) return chat_body(model, r);
   std::string body = fmt::format(R"({{"model":"{}","stream":true,"max_tokens":{},"ignore_eos":true,"prompt":[)", model, r.max_tokens);
   body.reserve(body.size() + r.prompt.size() * 6 + 4);
   for (std::size_t i = 0; i < r.prompt.size(); ++i) {
@@ -137,9 +143,10 @@ class runner {
     if (!sending_allowed()) return maybe_stop();
     const std::size_t index = sent_++;
     std::string body = completion_body(settings_.model, requests_[index]);
-    std::string text = fmt::format("POST /v1/completions HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\n"
+    const char* path = requests_[index].messages_json.empty() ? "/v1/completions" : "/v1/chat/completions";
+    std::string text = fmt::format("POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\n"
                                    "Content-Length: {}\r\n\r\n{}",
-                                   settings_.host, settings_.port, body.size(), body);
+                                   path, settings_.host, settings_.port, body.size(), body);
     if (!idle_.empty()) {
       auto stream = std::move(idle_.back());
       idle_.pop_back();

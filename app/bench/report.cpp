@@ -45,6 +45,8 @@ void print_table(const std::vector<policy_report>& reports) {
                              r.hit_rate < 0 ? std::string("-") : fmt::format("{:.1f}%", 100 * r.hit_rate), r.ttft_ms.mean,
                              r.ttft_ms.p50, r.ttft_ms.p99, r.itl_ms.mean, r.itl_ms.p99,
                              r.router_cpu_us_per_req < 0 ? std::string("-") : fmt::format("{:.0f}", r.router_cpu_us_per_req));
+    if (r.dims_cache_hit_rate >= 0)
+      std::cout << fmt::format("    image-dimension cache hit rate: {:.1f}%\n", 100 * r.dims_cache_hit_rate);
     if (!r.first_error.empty()) std::cout << "    first error: " << r.first_error << "\n";
   }
 }
@@ -69,6 +71,7 @@ void write_json(const std::vector<policy_report>& reports, const std::string& pa
                    {"itl_p90_ms", r.itl_ms.p90},
                    {"itl_p99_ms", r.itl_ms.p99},
                    {"router_cpu_us_per_req", optional(r.router_cpu_us_per_req)},
+                   {"dims_cache_hit_rate", optional(r.dims_cache_hit_rate)},
                    {"first_error", r.first_error}});
   }
   std::ofstream(path) << out.dump(2) << "\n";
@@ -77,13 +80,14 @@ void write_json(const std::vector<policy_report>& reports, const std::string& pa
 void write_csv(const std::vector<policy_report>& reports, const std::string& path) {
   std::ofstream out(path);
   out << "policy,requests,errors,wall_s,rps,output_tokens_per_s,hit_rate,ttft_mean_ms,ttft_p50_ms,ttft_p90_ms,ttft_p99_ms,"
-         "itl_mean_ms,itl_p50_ms,itl_p90_ms,itl_p99_ms,router_cpu_us_per_req\n";
+         "itl_mean_ms,itl_p50_ms,itl_p90_ms,itl_p99_ms,router_cpu_us_per_req,dims_cache_hit_rate\n";
   for (const policy_report& r : reports)
-    out << fmt::format("{},{},{},{:.3f},{:.3f},{:.1f},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{}\n", r.policy,
+    out << fmt::format("{},{},{},{:.3f},{:.3f},{:.1f},{},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{:.3f},{},{}\n", r.policy,
                        r.requests, r.errors, r.wall_s, r.rps, r.output_tokens_per_s,
                        r.hit_rate < 0 ? std::string() : fmt::format("{:.4f}", r.hit_rate), r.ttft_ms.mean, r.ttft_ms.p50,
                        r.ttft_ms.p90, r.ttft_ms.p99, r.itl_ms.mean, r.itl_ms.p50, r.itl_ms.p90, r.itl_ms.p99,
-                       r.router_cpu_us_per_req < 0 ? std::string() : fmt::format("{:.1f}", r.router_cpu_us_per_req));
+                       r.router_cpu_us_per_req < 0 ? std::string() : fmt::format("{:.1f}", r.router_cpu_us_per_req),
+                       r.dims_cache_hit_rate < 0 ? std::string() : fmt::format("{:.4f}", r.dims_cache_hit_rate));
 }
 
 bool write_plot(const std::vector<policy_report>& reports, const std::string& path) {

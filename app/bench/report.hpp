@@ -21,6 +21,7 @@ struct policy_report {
   loadgen::summary ttft_ms;
   loadgen::summary itl_ms;
   double router_cpu_us_per_req = -1;  ///< -1 = unknown (no router pid)
+  double dims_cache_hit_rate = -1;    ///< the router's image-dimension cache, over the run; -1 = no lookups
   std::string first_error;
   std::vector<double> ttft_samples;   ///< sorted, for the plot
 };

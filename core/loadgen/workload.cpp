@@ -108,9 +108,96 @@ std::vector<request_spec> shared_prefix(const shared_prefix_options& o) {
       conversation& conv = conversations[c];
       if (turn > 0) append_block_tokens(conv.history, (o.seed << 32) ^ (c * 131 + turn) ^ 0xa5a5, o.output_tokens);  // the answer
       append_block_tokens(conv.history, (o.seed << 40) ^ (c * 1009 + turn), o.question_tokens);
-      out.push_back({0.0, conv.history, o.output_tokens});
+      out.push_back({.arrival_s = 0.0, .prompt = conv.history, .max_tokens = o.output_tokens});
     }
   }
+  return out;
+}
+
+namespace {
+
+std::uint32_t crc32(const std::uint8_t* data, std::size_t size, std::uint32_t crc = 0) {
+  crc = ~crc;
+  for (std::size_t i = 0; i < size; ++i) {
+    crc ^= data[i];
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+void put_u32(std::vector<std::uint8_t>& out, std::uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<std::uint8_t>(v >> shift));
+}
+
+void png_chunk(std::vector<std::uint8_t>& out, const char* type, const std::vector<std::uint8_t>& data) {
+  put_u32(out, static_cast<std::uint32_t>(data.size()));
+  const std::size_t start = out.size();
+  out.insert(out.end(), type, type + 4);
+  out.insert(out.end(), data.begin(), data.end());
+  put_u32(out, crc32(out.data() + start, out.size() - start));
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> workload_png(std::size_t k) {
+  const std::uint32_t width = 112 + 28 * static_cast<std::uint32_t>(k % 5);
+  const std::uint32_t height = 112 + 28 * static_cast<std::uint32_t>((k / 5) % 5);
+  const auto shade = static_cast<std::uint8_t>(k * 37);
+  // Raw scanlines (filter byte 0, then RGB), wrapped in a zlib stream of stored deflate blocks.
+  std::vector<std::uint8_t> raw;
+  for (std::uint32_t y = 0; y < height; ++y) {
+    raw.push_back(0);
+    for (std::uint32_t x = 0; x < width; ++x) raw.insert(raw.end(), {shade, static_cast<std::uint8_t>(255 - shade), 128});
+  }
+  std::vector<std::uint8_t> zlib = {0x78, 0x01};
+  for (std::size_t at = 0; at < raw.size(); at += 65535) {
+    const auto n = static_cast<std::uint16_t>(std::min<std::size_t>(65535, raw.size() - at));
+    zlib.push_back(at + n >= raw.size() ? 1 : 0);
+    zlib.insert(zlib.end(), {static_cast<std::uint8_t>(n), static_cast<std::uint8_t>(n >> 8),
+                             static_cast<std::uint8_t>(~n), static_cast<std::uint8_t>(~n >> 8)});
+    zlib.insert(zlib.end(), raw.begin() + static_cast<std::ptrdiff_t>(at), raw.begin() + static_cast<std::ptrdiff_t>(at + n));
+  }
+  std::uint32_t a = 1, b = 0;
+  for (std::uint8_t byte : raw) {
+    a = (a + byte) % 65521;
+    b = (b + a) % 65521;
+  }
+  put_u32(zlib, (b << 16) | a);
+  std::vector<std::uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  std::vector<std::uint8_t> header;
+  put_u32(header, width);
+  put_u32(header, height);
+  header.insert(header.end(), {8, 2, 0, 0, 0});
+  png_chunk(png, "IHDR", header);
+  png_chunk(png, "IDAT", zlib);
+  png_chunk(png, "IEND", {});
+  return png;
+}
+
+std::vector<request_spec> image_chats(const image_chat_options& o, const std::function<std::string(std::size_t)>& image_ref) {
+  std::mt19937_64 random(o.seed);
+  auto words = [&](std::uint64_t key, std::uint32_t count) {
+    std::uint64_t state = key;
+    std::string text;
+    for (std::uint32_t i = 0; i < count; ++i) text += (i ? " w" : "w") + std::to_string(splitmix64(state) % 5000);
+    return text;
+  };
+  std::vector<request_spec> out;
+  for (std::uint32_t g = 0; g < o.groups; ++g) {
+    const std::string system = words(o.seed * 31 + g, o.system_words);
+    for (std::uint32_t p = 0; p < o.prompts_per_group; ++p) {
+      nlohmann::json content = nlohmann::json::array();
+      for (std::uint32_t i = 0; i < o.images_per_request; ++i)
+        content.push_back({{"type", "image_url"}, {"image_url", {{"url", image_ref(random() % std::max<std::uint32_t>(o.distinct_images, 1))}}}});
+      content.push_back({{"type", "text"}, {"text", words((o.seed << 20) ^ (g * 1000 + p), o.question_words)}});
+      const nlohmann::json messages = {{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", content}}};
+      request_spec r;
+      r.messages_json = messages.dump();
+      r.max_tokens = o.output_tokens;
+      out.push_back(std::move(r));
+    }
+  }
+  std::shuffle(out.begin(), out.end(), random);
   return out;
 }
 

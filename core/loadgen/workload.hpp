@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,7 +19,8 @@ namespace kvr::loadgen {
 
 struct request_spec {
   double arrival_s = 0;  ///< when to send, from the start of the run (open loop)
-  std::vector<std::uint32_t> prompt;
+  std::vector<std::uint32_t> prompt;  ///< a token-id completion, or:
+  std::string messages_json;          ///< a chat (OpenAI messages), when not empty
   std::uint32_t max_tokens = 16;
 };
 
@@ -49,6 +51,25 @@ struct shared_prefix_options {
 
 /// Requests in a shuffled order (turn t of a conversation always after turn t - 1), arrival 0.
 [[nodiscard]] std::vector<request_spec> shared_prefix(const shared_prefix_options& options);
+
+struct image_chat_options {
+  std::uint32_t groups = 8;               ///< system prompts
+  std::uint32_t prompts_per_group = 16;
+  std::uint32_t system_words = 300;
+  std::uint32_t question_words = 20;
+  std::uint32_t images_per_request = 1;
+  std::uint32_t distinct_images = 32;     ///< images are drawn from this many (repeats hit caches)
+  std::uint32_t output_tokens = 16;
+  std::uint64_t seed = 42;
+};
+
+/// Chat requests with images: a group's system prompt, then a user turn of images and a
+/// question. `image_ref(k)` names image k (a URL or a data URI).
+[[nodiscard]] std::vector<request_spec> image_chats(const image_chat_options& options,
+                                                    const std::function<std::string(std::size_t)>& image_ref);
+
+/// Image k of an image workload: a valid one-colour PNG, 112 to 224 pixels a side.
+[[nodiscard]] std::vector<std::uint8_t> workload_png(std::size_t k);
 
 /// Poisson arrivals at `rate` per second (seeded), replacing `arrival_s`.
 void poisson_arrivals(std::vector<request_spec>& requests, double rate, std::uint64_t seed);

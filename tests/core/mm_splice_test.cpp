@@ -4,6 +4,8 @@
 
 #include "core/base64.hpp"
 #include "core/chat_template.hpp"
+#include "core/kv_wire.hpp"
+#include "core/prefix_index.hpp"
 
 namespace kvr {
 namespace {
@@ -52,6 +54,35 @@ TEST(splice_images, blocks_differ_from_the_first_image_on_and_match_before_it) {
   EXPECT_EQ(a[0], b[0]);
   EXPECT_EQ(a[1], b[1]);
   for (std::size_t i = 2; i < a.size(); ++i) EXPECT_NE(a[i], b[i]) << "block " << i;
+}
+
+TEST(splice_images, the_routers_image_blocks_equal_those_an_engine_reports_with_the_images_identifier) {
+  // 16 text tokens, then an image of 20 placeholder tokens (blocks 1 and 2 cover it), then text.
+  std::vector<std::uint32_t> tokens(16, 5);
+  tokens.push_back(pad);
+  tokens.insert(tokens.end(), 28, 6);
+  const std::uint64_t image_hash = 0x0123456789abcdefull;
+  std::vector<image_span> spans;
+  ASSERT_TRUE(splice_images(tokens, pad, std::vector<resolved_image>{{20, image_hash}}, spans));
+  std::vector<std::uint64_t> local, sequence;
+  compute_local_hashes(tokens, 16, spans, {}, local);
+  compute_sequence_hashes(local, sequence);
+  ASSERT_EQ(sequence.size(), 4u);
+
+  // vLLM's BlockStored for the same prompt: extra_keys name the image (a 64-hex digest whose
+  // first 16 digits are the hash) on every block it overlaps, with its offset in the block.
+  const std::string digest = "0123456789abcdef" + std::string(48, '0');
+  kv_stored stored;
+  stored.block_hashes = {101, 102, 103, 104};
+  stored.token_ids = tokens;
+  stored.block_size = 16;
+  for (std::uint32_t block : {1u, 2u})
+    stored.images.push_back({.block = block, .hash = image_hash_of_identifier(digest), .offset = block == 1 ? 0 : -16, .identifier = digest});
+  prefix_index index(16, 1024);
+  ASSERT_TRUE(index.apply_stored(0, stored));
+  std::vector<std::uint32_t> overlaps;
+  EXPECT_EQ(index.find_matches(sequence, overlaps), 4u) << "every block, images included, matches";
+  EXPECT_EQ(overlaps[0], 4u);
 }
 
 TEST(resolve_data_uri_image, a_png_data_uri_gives_qwen2_vl_tokens_and_a_byte_hash) {
