@@ -47,6 +47,23 @@ def main():
     f.check([r["policy"] for r in rows] == ["kv", "round-robin"], "the CSV has the same rows")
     f.check(open(png_path, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "the TTFT plot is a PNG")
     f.check("hit rate" in run.stdout and "round-robin" in run.stdout, "the table is printed")
+    # The image workload: URLs on the bench's own image server, kv against the gated-off preset.
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    mm_json = os.path.join(out, "mm.json")
+    run = subprocess.run([bench, "compare", "--policies", "kv,load-aware", "--mockers", "2",
+                          "--mocker-flag=--speedup", "--mocker-flag=20", "--images-per-request", "1",
+                          "--distinct-images", "8", "--groups", "4", "--prompts-per-group", "8", "--output-tokens", "4",
+                          "--rate", "40", "--no-progress", "--out", mm_json,
+                          "--tokenizer", os.path.join(repo, ".cache", "tokenizers", "qwen3", "tokenizer.json"),
+                          "--tokenizer-config", os.path.join(repo, "tests", "data", "chat_templates", "qwen2_vl_style.jinja"),
+                          "--image-token-id", "151655"], capture_output=True, text=True, timeout=240)
+    mm = {r["policy"]: r for r in json.load(open(mm_json))} if run.returncode == 0 else {}
+    f.check(run.returncode == 0 and mm["kv"]["errors"] == 0 and mm["load-aware"]["errors"] == 0,
+            f"the image workload runs without errors ({run.stderr.strip()[-200:]})")
+    f.check(mm and mm["kv"]["dims_cache_hit_rate"] == 0.75 and mm["load-aware"]["dims_cache_hit_rate"] is None,
+            f"kv fetched each of the 8 images once (cache hit rate 24/32) and load-aware looked up none "
+            f"({mm and mm['kv']['dims_cache_hit_rate']}, {mm and mm['load-aware']['dims_cache_hit_rate']})")
+
     bad = subprocess.run([bench, "compare", "--policies", "fastest"], capture_output=True, text=True)
     f.check(bad.returncode == 2 and "unknown policy fastest" in bad.stderr, "an unknown policy is refused by name")
     f.exit()
