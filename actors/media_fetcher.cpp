@@ -9,8 +9,10 @@
 #include <vector>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <fmt/format.h>
 
 #include "core/fetch_policy.hpp"
@@ -20,6 +22,7 @@ namespace kvr {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using steady = std::chrono::steady_clock;
 
@@ -51,6 +54,7 @@ struct media_fetcher::impl {
   std::shared_ptr<media_fetch_counters> counters;
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+  ssl::context tls{ssl::context::tls_client};
   std::thread thread;
 
   struct cache_entry {
@@ -64,8 +68,12 @@ struct media_fetcher::impl {
   std::deque<std::string> queued;
   std::size_t running = 0;
 
-  impl(media_fetch_settings s, std::shared_ptr<media_fetch_counters> c)
-      : settings(s), counters(std::move(c)), thread([this] { io.run(); }) {}
+  impl(media_fetch_settings s, std::shared_ptr<media_fetch_counters> c) : settings(std::move(s)), counters(std::move(c)) {
+    tls.set_default_verify_paths();
+    tls.set_verify_mode(ssl::verify_peer);
+    if (!settings.ca_file.empty()) tls.load_verify_file(settings.ca_file);  // throws with the reason
+    thread = std::thread([this] { io.run(); });
+  }
 
   ~impl() {
     work.reset();
@@ -139,8 +147,22 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   }
 
  private:
+  /// Runs `fn` on the stream the current attempt uses (TLS or plain).
+  template <class Fn>
+  void on_stream(Fn&& fn) {
+    if (tls_) fn(*tls_);
+    else fn(stream_);
+  }
+  beast::tcp_stream& tcp_layer() { return tls_ ? beast::get_lowest_layer(*tls_) : stream_; }
+
   void attempt() {
-    if (target_.scheme != "http") return refuse("https image URLs are not fetched (http only for now)");
+    tls_.reset();
+    if (target_.scheme == "https") {
+      tls_.emplace(owner_.io, owner_.tls);
+      if (!SSL_set_tlsext_host_name(tls_->native_handle(), target_.host.c_str()))  // SNI
+        return fail("cannot set the TLS server name");
+      tls_->set_verify_callback(ssl::host_name_verification(target_.host));
+    }
     auto self = shared_from_this();
     resolver_.async_resolve(target_.host, target_.port, [self](beast::error_code ec, tcp::resolver::results_type results) {
       if (ec) return self->fail("cannot resolve " + self->target_.host + ": " + ec.message());
@@ -149,10 +171,14 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
         if (self->owner_.settings.allow_private || !forbidden(entry.endpoint().address())) allowed.push_back(entry.endpoint());
       if (allowed.empty())
         return self->refuse(self->target_.host + " resolves to a loopback, private, link-local or multicast address");
-      self->stream_.expires_at(self->deadline_);
-      self->stream_.async_connect(allowed, [self](beast::error_code ec2, const tcp::endpoint&) {
+      self->tcp_layer().expires_at(self->deadline_);
+      self->tcp_layer().async_connect(allowed, [self](beast::error_code ec2, const tcp::endpoint&) {
         if (ec2) return self->fail("connect: " + ec2.message());
-        self->send();
+        if (!self->tls_) return self->send();
+        self->tls_->async_handshake(ssl::stream_base::client, [self](beast::error_code ec3) {
+          if (ec3) return self->fail("TLS: " + ec3.message());
+          self->send();
+        });
       });
     });
   }
@@ -165,13 +191,15 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
     request_.set(http::field::connection, "close");
     ++owner_.counters->http_requests;
     auto self = shared_from_this();
-    http::async_write(stream_, request_, [self](beast::error_code ec, std::size_t) {
-      if (ec) return self->fail("write: " + ec.message());
-      self->parser_.emplace();
-      self->parser_->header_limit(16 * 1024);
-      self->parser_->body_limit(self->range_);
-      http::async_read(self->stream_, self->buffer_, *self->parser_, [self](beast::error_code ec2, std::size_t) {
-        self->on_response(ec2);
+    on_stream([&](auto& stream) {
+      http::async_write(stream, request_, [self, &stream](beast::error_code ec, std::size_t) {
+        if (ec) return self->fail("write: " + ec.message());
+        self->parser_.emplace();
+        self->parser_->header_limit(16 * 1024);
+        self->parser_->body_limit(self->range_);
+        http::async_read(stream, self->buffer_, *self->parser_, [self](beast::error_code ec2, std::size_t) {
+          self->on_response(ec2);
+        });
       });
     });
   }
@@ -182,8 +210,8 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
     const auto& response = parser_->get();
     const unsigned status = response.result_int();
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.close();
+    tcp_layer().socket().shutdown(tcp::socket::shutdown_both, ignored);  // Connection: close; no TLS close_notify needed
+    tcp_layer().close();
     if (status >= 300 && status < 400 && status != 304) {
       if (++redirects_ > owner_.settings.max_redirects) return fail("more than 3 redirects");
       auto next = resolve_location(target_, std::string(response[http::field::location]));
@@ -224,7 +252,8 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   std::string url_;
   parsed_url target_;
   tcp::resolver resolver_;
-  beast::tcp_stream stream_;
+  beast::tcp_stream stream_;                                 ///< http
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;  ///< https (fresh per attempt)
   steady::time_point deadline_;
   std::size_t range_ = first_range;
   std::size_t redirects_ = 0;

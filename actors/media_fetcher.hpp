@@ -7,7 +7,8 @@
 /// header does not fit (a 206, or a 200 whose whole body fits, is accepted). Results are cached
 /// by URL (bounded, LRU, with a TTL); concurrent requests for one URL share one fetch; at most
 /// `max_concurrent` fetches run at once (the rest queue); each has a timeout. URLs must be
-/// http, and resolve to public addresses unless `allow_private` (core/fetch_policy), checked
+/// http or https (certificates verified against the system's CAs and the host name, SNI
+/// sent), and resolve to public addresses unless `allow_private` (core/fetch_policy), checked
 /// again after each of at most 3 redirects. A thread owns the I/O; callbacks run on it.
 
 #include <atomic>
@@ -30,6 +31,7 @@ struct media_fetch_settings {
   std::chrono::seconds cache_ttl{600};
   bool allow_private = false;  ///< --media-allow-private: loopback and private addresses too
   std::size_t max_redirects = 3;
+  std::string ca_file;  ///< --media-ca-file: trust these certificates too (besides the system's)
 };
 
 struct media_fetch_counters {

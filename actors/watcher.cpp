@@ -97,9 +97,14 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
     resources->counters = set.hashing;
     // The gate: image URLs are fetched only where images can pay off (prefix overlap scored,
     // and the card describes the model's images). Everywhere else no fetcher exists at all.
-    if (resources->multimodal)
-      resources->fetcher = std::make_shared<media_fetcher>(
-          serve.media, std::shared_ptr<media_fetch_counters>(set.hashing, &set.hashing->media));
+    if (resources->multimodal) {
+      try {
+        resources->fetcher = std::make_shared<media_fetcher>(
+            serve.media, std::shared_ptr<media_fetch_counters>(set.hashing, &set.hashing->media));
+      } catch (const std::exception& e) {  // e.g. an unreadable --media-ca-file
+        return std::unexpected(fmt::format("worker set {}: media fetcher: {}", card.name, e.what()));
+      }
+    }
     set.fetches_media = resources->fetcher != nullptr;
     for (std::size_t i = 0; i < std::max<std::size_t>(serve.hashers, 1); ++i)
       set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, *resources));

@@ -105,6 +105,10 @@ std::optional<std::expected<void, std::string>> parse_serve_flag(serve_options& 
   if (flag == "--health-failures") return parse_count(flag, value, serve.health_failures, 1000);
   if (flag == "--health-successes") return parse_count(flag, value, serve.health_successes, 1000);
   if (flag == "--index-grace-secs") return parse_count(flag, value, serve.index_grace_secs, 86400);
+  if (flag == "--media-ca-file") {
+    serve.media_ca_file = value;
+    return std::expected<void, std::string>{};
+  }
   if (flag == "--media-timeout-ms") return parse_count(flag, value, serve.media_timeout_ms, 600000);
   if (flag == "--media-cache-entries") return parse_count(flag, value, serve.media_cache_entries, 10000000);
   if (flag == "--media-cache-ttl-secs") return parse_count(flag, value, serve.media_cache_ttl_secs, 86400 * 30);
@@ -227,6 +231,7 @@ std::string usage() {
       "  --media-cache-entries N           image dimensions cached per set (default 4096)\n"
       "  --media-cache-ttl-secs N          how long they are kept (default 600)\n"
       "  --media-max-concurrent N          image fetches at once per set (default 32; more wait)\n"
+      "  --media-ca-file PATH              trust these CA certificates for https image URLs, besides the system's\n"
       "\n"
       "Router switches:\n"
       "  --load-aware                      preset: kv mode, overlap credit 0, no KV events (load balancing only)\n"

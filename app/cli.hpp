@@ -37,6 +37,7 @@ struct serve_options {
   std::uint64_t media_cache_entries = 4096;  ///< --media-cache-entries
   std::uint64_t media_cache_ttl_secs = 600;  ///< --media-cache-ttl-secs
   std::uint64_t media_max_concurrent = 32;   ///< --media-max-concurrent
+  std::string media_ca_file;                 ///< --media-ca-file
   std::uint32_t index_grace_secs = 60;
   std::string tokenizer_path;        ///< --tokenizer: the command-line set's tokenizer.json
   std::string tokenizer_config_path; ///< --tokenizer-config: its chat template

@@ -117,7 +117,8 @@ int run_serve(const options& options) {
                               .max_concurrent = std::max<std::size_t>(serve.media_max_concurrent, 1),
                               .cache_entries = std::max<std::size_t>(serve.media_cache_entries, 1),
                               .cache_ttl = std::chrono::seconds(serve.media_cache_ttl_secs),
-                              .allow_private = serve.media_allow_private}};
+                              .allow_private = serve.media_allow_private,
+                              .ca_file = serve.media_ca_file}};
   watch.config_path = serve.config_path;
   watch.etcd_global = options.router;
   watch.publish = [&ingress](std::shared_ptr<const routing_table> table) { ingress->set_routing_table(std::move(table)); };

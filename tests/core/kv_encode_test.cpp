@@ -1,5 +1,7 @@
 #include "core/kv_encode.hpp"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "core/kv_wire.hpp"
@@ -43,7 +45,12 @@ INSTANTIATE_TEST_SUITE_P(every_format, kv_encode_round_trip,
                                            std::pair{kv_event_format::vllm_map, false},
                                            std::pair{kv_event_format::sglang, false},
                                            std::pair{kv_event_format::vllm_array, true},
-                                           std::pair{kv_event_format::vllm_map, true}));
+                                           std::pair{kv_event_format::vllm_map, true}),
+                         [](const auto& info) {
+                           std::string name(to_string(info.param.first));
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name + (info.param.second ? "_bin_hashes" : "_int_hashes");
+                         });
 
 TEST(kv_encode, format_names_are_the_mocker_flag_values) {
   EXPECT_EQ(parse_kv_event_format("vllm-map"), kv_event_format::vllm_map);

@@ -15,11 +15,13 @@ dimensions come from a 4 KiB (then 64 KiB) range, are cached by URL, follow redi
 
 usage: mm_routing_test.py KVROUTER_BINARY
 """
+import atexit
 import base64
 import http.server
 import json
 import threading
 import os
+import ssl
 import struct
 import subprocess
 import sys
@@ -127,6 +129,7 @@ def main():
     kvrouter = sys.argv[1]
     f = Failures()
     workers = [Worker(f"w{i}") for i in range(3)]
+    atexit.register(lambda: [w.stop() for w in workers])  # even when a check raises: they hold ctest's pipe
     card = {"image_token_id": IMAGE_PAD, "token_count": {"rule": "qwen2-vl", "patch_size": 14, "merge_size": 2}}
     sets = []
     # The gate matrix: where prefix overlap is scored (kv, credit > 0, with or without KV events)
@@ -236,6 +239,35 @@ def main():
                     f"gate row {name}: image work {work}, image server hits {hits} (multimodal routing {'on' if mm_on else 'off'})")
     finally:
         router.stop()
+
+    # https: the certificate is verified (against --media-ca-file here) and the host name checked.
+    tls_dir = tempfile.mkdtemp()
+    cert, key = os.path.join(tls_dir, "cert.pem"), os.path.join(tls_dir, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True)
+    secure = ImageServer({"/s.png": png(224, 224, 90)})
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    secure.server.socket = context.wrap_socket(secure.server.socket, server_side=True)
+    secure_url = secure.url.replace("http://", "https://") + "/s.png"
+    for trusted in (True, False):
+        flags = ["--config", config.name, "--health-interval-ms", "0", "--media-allow-private"]
+        if trusted:
+            flags += ["--media-ca-file", cert]
+        router = Router(kvrouter, None, [], *flags)
+        try:
+            _, _, body = router.request("POST", "/v1/chat/completions", chat("vl", secure_url), dry)
+            tokens = json.loads(body)["prompt_tokens"]
+            failures = router.metrics().get('kvrouter_set_media_failures_total{set="vl",model="vl"}')
+            if trusted:
+                f.check(tokens == len(ids) - 1 + a_tokens and failures == 0, "an https image URL is fetched over verified TLS")
+            else:
+                f.check(tokens == text_before_image and failures == 1,
+                        "an https image whose certificate is not trusted is not used (text-only fallback)")
+        finally:
+            router.stop()
+    secure.stop()
 
     # Without --media-allow-private, loopback image URLs are refused (SSRF) and never fetched.
     router = Router(kvrouter, None, [], "--config", config.name, "--health-interval-ms", "0")
