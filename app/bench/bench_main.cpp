@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -129,6 +130,8 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
       o.trace_file_for_ceiling = name;
       continue;
     }
+    static const std::set<std::string, std::less<>> known = {"--concurrency", "--csv", "--distinct-images", "--duration", "--groups", "--help", "--image-source", "--image-token-id", "--images-per-request", "--mocker-flag", "--mockers", "--model", "--no-progress", "--out", "--output-tokens", "--plot", "--policies", "--prompts-per-group", "--question-tokens", "--rate", "--requests", "--router-flag", "--router-pid", "--seed", "--shared-prefix", "--system-tokens", "--tokenizer", "--tokenizer-config", "--trace", "--trace-block-tokens", "--trace-speedup", "--turns", "--url", "--worker-metrics"};
+    if (!known.contains(name)) return std::unexpected("unknown flag " + name + " (see --help)");
     const auto value = flags.value();
     if (!value) return std::unexpected(name + " needs a value");
     const std::string& v = *value;
@@ -351,19 +354,6 @@ int run(const options& o) {
 }  // namespace kvr::bench
 
 int main(int argc, char** argv) {
-  auto parsed = kvr::bench::parse({argv + 1, argv + argc});
-  if (!parsed) {
-    if (parsed.error().empty()) {
-      std::cout << kvr::bench::usage;
-      return 0;
-    }
-    std::cerr << "kvrouter-bench: " << parsed.error() << "\n";
-    return 2;
-  }
-  try {
-    return kvr::bench::run(*parsed);
-  } catch (const std::exception& e) {
-    std::cerr << "kvrouter-bench: " << e.what() << "\n";
-    return 1;
-  }
+  return kvr::cli::run_tool("kvrouter-bench", kvr::bench::usage, kvr::bench::parse({argv + 1, argv + argc}),
+                            [](const auto& options) { return kvr::bench::run(options); });
 }

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -89,6 +90,8 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
       o.events.encoding.bin_hashes = true;
       continue;
     }
+    static const std::set<std::string, std::less<>> known = {"--bin-hashes", "--block-size", "--decode-us-per-seq", "--dp-size", "--drop-batches-pct", "--event-format", "--help", "--host", "--kv-events-endpoint", "--max-num-seqs", "--model", "--num-blocks", "--port", "--port-file", "--prefill-us-per-token", "--replay-endpoint", "--seed", "--speedup", "--step-base-us", "--threads", "--tokenizer", "--tokenizer-config", "--topic"};
+    if (!known.contains(name)) return std::unexpected("unknown flag " + name + " (see --help)");
     const auto value = flags.value();
     if (!value) return std::unexpected(name + " needs a value");
     const std::string& v = *value;
@@ -194,19 +197,6 @@ int run(const options& o) {
 }  // namespace kvr::mocker
 
 int main(int argc, char** argv) {
-  auto parsed = kvr::mocker::parse({argv + 1, argv + argc});
-  if (!parsed) {
-    if (parsed.error().empty()) {
-      std::cout << kvr::mocker::usage;
-      return 0;
-    }
-    std::cerr << "kvrouter-mocker: " << parsed.error() << "\n";
-    return 2;
-  }
-  try {
-    return kvr::mocker::run(*parsed);
-  } catch (const std::exception& e) {
-    std::cerr << "kvrouter-mocker: " << e.what() << "\n";
-    return 1;
-  }
+  return kvr::cli::run_tool("kvrouter-mocker", kvr::mocker::usage, kvr::mocker::parse({argv + 1, argv + argc}),
+                            [](const auto& options) { return kvr::mocker::run(options); });
 }
