@@ -68,6 +68,16 @@ struct media_fetcher::impl {
   std::deque<std::string> queued;
   std::size_t running = 0;
 
+  /// Kept-alive connections to image hosts, by `scheme://host:port`, newest last.
+  struct idle_connection {
+    std::unique_ptr<beast::tcp_stream> plain;
+    std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
+    steady::time_point until;
+  };
+  std::unordered_map<std::string, std::vector<idle_connection>> idle;
+  static constexpr std::size_t max_idle_per_host = 4;
+  static constexpr std::chrono::seconds idle_lifetime{15};
+
   impl(media_fetch_settings s, std::shared_ptr<media_fetch_counters> c) : settings(std::move(s)), counters(std::move(c)) {
     tls.set_default_verify_paths();
     tls.set_verify_mode(ssl::verify_peer);
@@ -136,7 +146,7 @@ namespace {
 class fetch_op : public std::enable_shared_from_this<fetch_op> {
  public:
   fetch_op(media_fetcher::impl& owner, std::string url)
-      : owner_(owner), url_(std::move(url)), resolver_(owner.io), stream_(owner.io),
+      : owner_(owner), url_(std::move(url)), resolver_(owner.io),
         deadline_(steady::now() + owner.settings.timeout) {}
 
   void start() {
@@ -151,17 +161,59 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   template <class Fn>
   void on_stream(Fn&& fn) {
     if (tls_) fn(*tls_);
-    else fn(stream_);
+    else fn(*plain_);
   }
-  beast::tcp_stream& tcp_layer() { return tls_ ? beast::get_lowest_layer(*tls_) : stream_; }
+  beast::tcp_stream& tcp_layer() { return tls_ ? beast::get_lowest_layer(*tls_) : *plain_; }
+  [[nodiscard]] std::string pool_key() const { return target_.scheme + "://" + target_.host + ":" + target_.port; }
+
+  /// A kept-alive connection to this target's host, if one is idle and fresh.
+  bool take_idle() {
+    auto it = owner_.idle.find(pool_key());
+    while (it != owner_.idle.end() && !it->second.empty()) {
+      auto connection = std::move(it->second.back());
+      it->second.pop_back();
+      if (steady::now() >= connection.until) continue;  // dropped: the server may have closed it
+      plain_ = std::move(connection.plain);
+      tls_ = std::move(connection.tls);
+      return true;
+    }
+    return false;
+  }
+
+  /// Keeps the connection for the next fetch from this host, or closes it.
+  void release_connection(bool reusable) {
+    if (!plain_ && !tls_) return;
+    auto& idle = owner_.idle[pool_key()];
+    if (reusable && idle.size() < media_fetcher::impl::max_idle_per_host) {
+      idle.push_back({std::move(plain_), std::move(tls_), steady::now() + media_fetcher::impl::idle_lifetime});
+    } else {
+      beast::error_code ignored;
+      tcp_layer().socket().shutdown(tcp::socket::shutdown_both, ignored);  // no TLS close_notify needed
+      tcp_layer().close();
+    }
+    plain_.reset();
+    tls_.reset();
+  }
 
   void attempt() {
+    if (take_idle()) {
+      reused_ = true;
+      return send();
+    }
+    connect_fresh();
+  }
+
+  void connect_fresh() {
+    reused_ = false;
+    plain_.reset();
     tls_.reset();
     if (target_.scheme == "https") {
-      tls_.emplace(owner_.io, owner_.tls);
+      tls_ = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(owner_.io, owner_.tls);
       if (!SSL_set_tlsext_host_name(tls_->native_handle(), target_.host.c_str()))  // SNI
         return fail("cannot set the TLS server name");
       tls_->set_verify_callback(ssl::host_name_verification(target_.host));
+    } else {
+      plain_ = std::make_unique<beast::tcp_stream>(owner_.io);
     }
     auto self = shared_from_this();
     resolver_.async_resolve(target_.host, target_.port, [self](beast::error_code ec, tcp::resolver::results_type results) {
@@ -183,21 +235,32 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
     });
   }
 
+  /// A kept-alive connection the server closed meanwhile fails at once: try a fresh one.
+  bool retry_if_stale() {
+    if (!reused_) return false;
+    plain_.reset();
+    tls_.reset();
+    connect_fresh();
+    return true;
+  }
+
   void send() {
     request_ = {http::verb::get, target_.target, 11};
     request_.set(http::field::host, target_.host);
     request_.set(http::field::user_agent, "kvrouter-media-fetcher");
     request_.set(http::field::range, fmt::format("bytes=0-{}", range_ - 1));
-    request_.set(http::field::connection, "close");
     ++owner_.counters->http_requests;
+    tcp_layer().expires_at(deadline_);
+    buffer_.clear();
     auto self = shared_from_this();
     on_stream([&](auto& stream) {
       http::async_write(stream, request_, [self, &stream](beast::error_code ec, std::size_t) {
-        if (ec) return self->fail("write: " + ec.message());
+        if (ec) return self->retry_if_stale() ? void() : self->fail("write: " + ec.message());
         self->parser_.emplace();
         self->parser_->header_limit(16 * 1024);
         self->parser_->body_limit(self->range_);
         http::async_read(stream, self->buffer_, *self->parser_, [self](beast::error_code ec2, std::size_t) {
+          if (ec2 && ec2 != http::error::body_limit && !self->parser_->is_header_done() && self->retry_if_stale()) return;
           self->on_response(ec2);
         });
       });
@@ -206,12 +269,13 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
 
   void on_response(beast::error_code ec) {
     const bool too_long = ec == http::error::body_limit;
-    if (ec && !too_long) return fail("read: " + ec.message());
-    const auto& response = parser_->get();
+    if (ec && !too_long) {
+      release_connection(false);
+      return fail("read: " + ec.message());
+    }
+    const auto response = parser_->release();
     const unsigned status = response.result_int();
-    beast::error_code ignored;
-    tcp_layer().socket().shutdown(tcp::socket::shutdown_both, ignored);  // Connection: close; no TLS close_notify needed
-    tcp_layer().close();
+    release_connection(!ec && response.keep_alive());
     if (status >= 300 && status < 400 && status != 304) {
       if (++redirects_ > owner_.settings.max_redirects) return fail("more than 3 redirects");
       auto next = resolve_location(target_, std::string(response[http::field::location]));
@@ -252,8 +316,9 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   std::string url_;
   parsed_url target_;
   tcp::resolver resolver_;
-  beast::tcp_stream stream_;                                 ///< http
-  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;  ///< https (fresh per attempt)
+  std::unique_ptr<beast::tcp_stream> plain_;                 ///< http
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls_;  ///< https
+  bool reused_ = false;                                      ///< the connection came from the pool
   steady::time_point deadline_;
   std::size_t range_ = first_range;
   std::size_t redirects_ = 0;

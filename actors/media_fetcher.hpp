@@ -4,7 +4,8 @@
 /// has a `multimodal` section (the watcher decides); elsewhere it does not exist.
 ///
 /// Each URL is fetched with an HTTP Range request for its first 4 KiB, then 64 KiB if the
-/// header does not fit (a 206, or a 200 whose whole body fits, is accepted). Results are cached
+/// header does not fit (a 206, or a 200 whose whole body fits, is accepted), over kept-alive
+/// connections pooled per host. Results are cached
 /// by URL (bounded, LRU, with a TTL); concurrent requests for one URL share one fetch; at most
 /// `max_concurrent` fetches run at once (the rest queue); each has a timeout. URLs must be
 /// http or https (certificates verified against the system's CAs and the host name, SNI

@@ -58,10 +58,16 @@ class ImageServer:
     """Serves images on loopback with Range support, counting requests per path."""
 
     def __init__(self, files):
-        self.files, self.hits, self.ranges = files, {}, []
+        self.files, self.hits, self.ranges, self.connections = files, {}, [], 0
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as image hosts do
+
+            def setup(self):
+                outer.connections += 1
+                super().setup()
+
             def log_message(self, *args):
                 pass
 
@@ -213,6 +219,9 @@ def main():
         f.check(counter("set_images_resolved_total", "vl") == 7 and counter("set_image_bytes_hashed_total", "vl") > 0,
                 f"vl resolved its 7 images ({counter('set_images_resolved_total', 'vl')})")
         f.check(counter("set_image_fallbacks_total", "vl") == 3, "vl counted the unreachable URL, the broken image and the loop")
+        f.check(images.connections < counter("set_media_fetches_total", "vl") - 1,
+                f"range requests to one host reuse kept-alive connections ({images.connections} connections for "
+                f"{counter('set_media_fetches_total', 'vl') - 1} requests)")
         f.check(counter("set_media_lookups_total", "vl") == 6 and counter("set_media_cache_hits_total", "vl") == 1
                 and counter("set_media_fetches_total", "vl") == 9 and counter("set_media_failures_total", "vl") == 2,
                 "vl's media counters: 6 lookups, 1 cache hit, 9 range requests (2 ranges, 1+4 redirect hops), 2 failures")
