@@ -24,6 +24,11 @@ namespace {
 
 /// Starts `argv` with stderr (and stdout) to `log`; returns its pid.
 pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
+  // Everything the child needs is prepared before fork: the bench has threads (the image
+  // server), so the child may only make async-signal-safe calls until execv.
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
@@ -32,9 +37,6 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {
       dup2(fd, STDOUT_FILENO);
       dup2(fd, STDERR_FILENO);
     }
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     execv(args[0], args.data());
     _exit(127);
   }
