@@ -1,7 +1,6 @@
 #include "app/mocker/event_publisher.hpp"
 
 #include <array>
-#include <random>
 #include <stdexcept>
 
 #include <zmq.hpp>
@@ -33,7 +32,7 @@ struct buffered_batch {
 }  // namespace
 
 event_publisher::event_publisher(publisher_settings settings)
-    : settings_(std::move(settings)), drop_pct_(settings_.drop_pct) {
+    : settings_(std::move(settings)), drop_pct_(settings_.drop_pct), drop_state_(settings_.seed) {
   thread_ = std::thread([this] { run(); });
   std::unique_lock lock(startup_mutex_);
   started_.wait(lock, [this] { return startup_done_; });
@@ -51,7 +50,14 @@ event_publisher::~event_publisher() {
 void event_publisher::publish(std::vector<kv_event> events, double timestamp) {
   if (events.empty()) return;
   std::lock_guard lock(mutex_);
-  queue_.push_back(kv_batch{.timestamp = timestamp, .dp_rank = settings_.dp_rank, .events = std::move(events)});
+  // splitmix64 -> a uniform draw in [0, 100)
+  std::uint64_t z = (drop_state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  const double draw = static_cast<double>((z ^ (z >> 31)) >> 11) * (100.0 / 9007199254740992.0);
+  const double drop_pct = drop_pct_;
+  queue_.emplace_back(kv_batch{.timestamp = timestamp, .dp_rank = settings_.dp_rank, .events = std::move(events)},
+                      drop_pct > 0 && draw < drop_pct);
 }
 
 void event_publisher::restart() {
@@ -81,8 +87,6 @@ void event_publisher::run() {
   started_.notify_all();
   if (!startup_error_.empty()) return;
 
-  std::mt19937_64 random(settings_.seed);
-  std::uniform_real_distribution<double> percent(0.0, 100.0);
   std::deque<buffered_batch> buffer;
   std::uint64_t next_seq = 0;
   const zmq::const_buffer topic(settings_.topic.data(), settings_.topic.size());
@@ -114,7 +118,7 @@ void event_publisher::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
 
-    std::deque<kv_batch> batches;
+    std::deque<std::pair<kv_batch, bool>> batches;
     {
       std::lock_guard lock(mutex_);
       batches.swap(queue_);
@@ -124,11 +128,10 @@ void event_publisher::run() {
         buffer.clear();
       }
     }
-    for (const kv_batch& batch : batches) {
+    for (const auto& [batch, drop] : batches) {
       buffered_batch b{next_seq++, encode_kv_batch(batch, settings_.encoding)};
       ++counters_.batches;
-      const double drop_pct = drop_pct_;
-      if (drop_pct > 0 && percent(random) < drop_pct) {
+      if (drop) {
         ++counters_.dropped;
       } else {
         const auto seq_bytes = big_endian(b.seq);

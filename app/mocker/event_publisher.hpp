@@ -60,7 +60,10 @@ class event_publisher {
   publisher_counters counters_;
   std::atomic<double> drop_pct_;
   std::mutex mutex_;
-  std::deque<kv_batch> queue_;
+  /// Batches to send, each with its drop decision, made when the batch is published, so that
+  /// `set_drop_pct` applies from the next batch on, whenever the thread gets to it.
+  std::deque<std::pair<kv_batch, bool>> queue_;
+  std::uint64_t drop_state_;  ///< the drop decisions' generator (splitmix64), under mutex_
   bool restart_requested_ = false;
   std::atomic<bool> stop_{false};
   std::thread thread_;

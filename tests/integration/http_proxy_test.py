@@ -22,6 +22,10 @@ def start_worker(name, *flags):
 
 
 def start_router(specs, *flags):
+    # Active health probes only where a section asks for them: a probe timing out on a loaded
+    # machine would take a worker out of selection and move requests these checks pin down.
+    if "--health-interval-ms" not in flags:
+        flags = (*flags, "--health-interval-ms", "0")
     r = Router(kvrouter, "m", specs, *flags)
     routers.append(r)
     return r
@@ -185,9 +189,8 @@ try:
     import os
     qwen3 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".cache", "tokenizers", "qwen3",
                          "tokenizer.json")
-    # (No health probes here: a probe timing out on a loaded machine would move the request.)
     router = start_router([f"{a.url},id=a", f"{b.url},id=b"], "--no-kv-events", "--block-size", "16",
-                          "--tokenizer", qwen3, "--health-interval-ms", "0")
+                          "--tokenizer", qwen3)
     text = "The router predicts which worker already holds the longest prefix of the prompt. " * 4
     expected_tokens = len(json.loads(subprocess.run([kvrouter, "tokenize", "--tokenizer", qwen3], input=text,
                                                     capture_output=True, text=True).stdout))
