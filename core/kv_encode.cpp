@@ -38,11 +38,31 @@ void pack_string(packer& pk, std::string_view s) {
 
 std::string_view medium_of(const std::string& medium) { return medium.empty() ? std::string_view("GPU") : medium; }
 
+/// `extra_keys`: per block, nil, or the images on it as `[identifier, offset in block]`.
+void pack_extra_keys(packer& pk, const kv_stored& s) {
+  pk.pack_array(static_cast<std::uint32_t>(s.block_hashes.size()));
+  for (std::uint32_t b = 0; b < s.block_hashes.size(); ++b) {
+    std::uint32_t count = 0;
+    for (const block_image_hash& image : s.images) count += image.block == b ? 1 : 0;
+    if (count == 0) {
+      pk.pack_nil();
+      continue;
+    }
+    pk.pack_array(count);
+    for (const block_image_hash& image : s.images) {
+      if (image.block != b) continue;
+      pk.pack_array(2);
+      pack_string(pk, image.identifier);
+      pk.pack_int64(image.offset);
+    }
+  }
+}
+
 void pack_stored(packer& pk, const kv_stored& s, const kv_encode_options& options) {
   const bool map_form = options.format == kv_event_format::vllm_map;
   if (map_form) {
     // Optional fields equal to their default are omitted, as msgspec's omit_defaults does.
-    pk.pack_map(7 + (s.parent_block_hash ? 1 : 0));
+    pk.pack_map(7 + (s.parent_block_hash ? 1 : 0) + (s.images.empty() ? 0 : 1));
     pack_string(pk, "type");
     pack_string(pk, "BlockStored");
     pack_string(pk, "block_hashes");
@@ -61,6 +81,10 @@ void pack_stored(packer& pk, const kv_stored& s, const kv_encode_options& option
     pk.pack(s.group_idx.value_or(0));
     pack_string(pk, "kv_cache_spec_kind");
     pack_string(pk, s.kv_cache_spec_kind.empty() ? std::string_view("full_attention") : s.kv_cache_spec_kind);
+    if (!s.images.empty()) {
+      pack_string(pk, "extra_keys");
+      pack_extra_keys(pk, s);
+    }
     return;
   }
   const bool sglang = options.format == kv_event_format::sglang;
@@ -75,8 +99,7 @@ void pack_stored(packer& pk, const kv_stored& s, const kv_encode_options& option
   pack_string(pk, medium_of(s.medium));
   pk.pack_nil();  // lora_name
   if (sglang) return;
-  pk.pack_array(static_cast<std::uint32_t>(s.block_hashes.size()));  // extra_keys: none per block
-  for (std::size_t i = 0; i < s.block_hashes.size(); ++i) pk.pack_nil();
+  pack_extra_keys(pk, s);
   pk.pack(s.group_idx.value_or(0));
   pack_string(pk, s.kv_cache_spec_kind.empty() ? std::string_view("full_attention") : s.kv_cache_spec_kind);
   pk.pack_nil();  // sliding window

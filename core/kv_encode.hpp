@@ -3,7 +3,8 @@
 /// simulated engine and for benchmarks: vLLM's array form (up to ~0.23), its map form (~0.24
 /// and later), and SGLang's array form with signed int64 hashes. Hashes may also go out as
 /// 32-byte bin digests (vLLM with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0), whose last 8 bytes
-/// big-endian are the u64 identity.
+/// big-endian are the u64 identity. Images of stored blocks go out in `extra_keys` as
+/// `[identifier, offset]` per block (vLLM's shape; SGLang's form has no extra_keys).
 
 #include <cstdint>
 #include <optional>

@@ -130,7 +130,13 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
       o.trace_file_for_ceiling = name;
       continue;
     }
-    static const std::set<std::string, std::less<>> known = {"--concurrency", "--csv", "--distinct-images", "--duration", "--groups", "--help", "--image-source", "--image-token-id", "--images-per-request", "--mocker-flag", "--mockers", "--model", "--no-progress", "--out", "--output-tokens", "--plot", "--policies", "--prompts-per-group", "--question-tokens", "--rate", "--requests", "--router-flag", "--router-pid", "--seed", "--shared-prefix", "--system-tokens", "--tokenizer", "--tokenizer-config", "--trace", "--trace-block-tokens", "--trace-speedup", "--turns", "--url", "--worker-metrics"};
+    static const std::set<std::string, std::less<>> known = {
+        "--concurrency", "--csv", "--distinct-images", "--duration", "--groups", "--help", "--image-source",
+        "--image-token-id", "--images-per-request", "--mocker-flag", "--mockers", "--model", "--no-progress",
+        "--out", "--output-tokens", "--plot", "--policies", "--prompts-per-group", "--question-tokens",
+        "--rate", "--requests", "--router-flag", "--router-pid", "--seed", "--shared-prefix",
+        "--system-tokens", "--tokenizer", "--tokenizer-config", "--trace", "--trace-block-tokens",
+        "--trace-speedup", "--turns", "--url", "--worker-metrics"};
     if (!known.contains(name)) return std::unexpected("unknown flag " + name + " (see --help)");
     const auto value = flags.value();
     if (!value) return std::unexpected(name + " needs a value");
@@ -329,6 +335,7 @@ int run(const options& o) {
           settings.mocker_flags.push_back(flag);
         }
         settings.router_flags.insert(settings.router_flags.end(), {"--image-token-id", o.image_token_id, "--media-allow-private"});
+        settings.mocker_flags.insert(settings.mocker_flags.end(), {"--image-token-id", o.image_token_id});
       }
       settings.policy = policy;
       settings.model = o.model;

@@ -130,7 +130,7 @@ class session : public std::enable_shared_from_this<session> {
     done_ = false;
     // The sink keeps the session alive until the sequence ends (the engine drops it then).
     auto executor = stream_.get_executor();
-    rank_->submit({id_, request_.prompt, request_.max_tokens}, [self = shared_from_this(), executor](const sequence_output& out) {
+    rank_->submit({id_, request_.prompt, request_.max_tokens, request_.images}, [self = shared_from_this(), executor](const sequence_output& out) {
       asio::post(executor, [self, out] { self->on_output(out); });
     });
   }

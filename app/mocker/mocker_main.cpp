@@ -36,6 +36,10 @@ Prompts (tokenized exactly as kvrouter does):
                                hashed, which no router can match: send token-id prompts instead)
   --tokenizer-config PATH      tokenizer_config.json or .jinja: chats are rendered with its template
                                (without it, as plain 'role: content' lines)
+  --image-token-id N           a multimodal model: data-URI images of chats become their placeholder
+                               tokens, hashed into their blocks and named in extra_keys, as kvrouter
+                               computes them (URL images stay one token: the mocker fetches nothing)
+  --image-token-rule RULE      qwen2-vl (default) or fixed      --image-fixed-tokens N (default 576)
 Engine:
   --num-blocks N               KV blocks per rank (default 16384)
   --block-size N               tokens per block (default 16)
@@ -67,6 +71,7 @@ struct options {
   std::string port_file;
   std::string tokenizer_path;
   std::string tokenizer_config_path;
+  std::optional<multimodal_card> multimodal;
   engine_settings engine;
   std::uint32_t dp_size = 1;
   publisher_settings events;
@@ -90,7 +95,12 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
       o.events.encoding.bin_hashes = true;
       continue;
     }
-    static const std::set<std::string, std::less<>> known = {"--bin-hashes", "--block-size", "--decode-us-per-seq", "--dp-size", "--drop-batches-pct", "--event-format", "--help", "--host", "--kv-events-endpoint", "--max-num-seqs", "--model", "--num-blocks", "--port", "--port-file", "--prefill-us-per-token", "--replay-endpoint", "--seed", "--speedup", "--step-base-us", "--threads", "--tokenizer", "--tokenizer-config", "--topic"};
+    static const std::set<std::string, std::less<>> known = {
+        "--bin-hashes", "--block-size", "--decode-us-per-seq", "--dp-size", "--drop-batches-pct",
+        "--event-format", "--help", "--host", "--image-fixed-tokens", "--image-token-id",
+        "--image-token-rule", "--kv-events-endpoint", "--max-num-seqs", "--model", "--num-blocks", "--port",
+        "--port-file", "--prefill-us-per-token", "--replay-endpoint", "--seed", "--speedup", "--step-base-us",
+        "--threads", "--tokenizer", "--tokenizer-config", "--topic"};
     if (!known.contains(name)) return std::unexpected("unknown flag " + name + " (see --help)");
     const auto value = flags.value();
     if (!value) return std::unexpected(name + " needs a value");
@@ -103,6 +113,17 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
     else if (name == "--threads") ok = parse_number(v, o.server.threads);
     else if (name == "--tokenizer") o.tokenizer_path = v;
     else if (name == "--tokenizer-config") o.tokenizer_config_path = v;
+    else if (name == "--image-token-id") {
+      if (!o.multimodal) o.multimodal.emplace();
+      ok = parse_number(v, o.multimodal->image_token_id);
+    } else if (name == "--image-token-rule") {
+      if (!o.multimodal) o.multimodal.emplace();
+      o.multimodal->rule = v;
+      ok = v == "qwen2-vl" || v == "fixed";
+    } else if (name == "--image-fixed-tokens") {
+      if (!o.multimodal) o.multimodal.emplace();
+      ok = parse_number(v, o.multimodal->fixed_tokens) && o.multimodal->fixed_tokens > 0;
+    }
     else if (name == "--num-blocks") ok = parse_number(v, o.engine.num_blocks) && o.engine.num_blocks > 0;
     else if (name == "--block-size") ok = parse_number(v, o.engine.block_size) && o.engine.block_size > 0;
     else if (name == "--max-num-seqs") ok = parse_number(v, o.engine.max_num_seqs) && o.engine.max_num_seqs > 0;
@@ -151,7 +172,7 @@ int run(const options& o) {
     if (!loaded) throw std::runtime_error(loaded.error());
     chat = std::make_shared<const chat_template>(std::move(*loaded));
   }
-  const prompt_tokenizer prompts(text_tokenizer, chat);
+  const prompt_tokenizer prompts(text_tokenizer, chat, o.multimodal);
 
   std::vector<std::unique_ptr<engine_loop>> ranks;
   for (std::uint32_t r = 0; r < o.dp_size; ++r) {

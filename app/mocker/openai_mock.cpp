@@ -1,5 +1,7 @@
 #include "app/mocker/openai_mock.hpp"
 
+#include "core/mm_splice.hpp"
+
 #include <array>
 
 #include <nlohmann/json.hpp>
@@ -19,8 +21,29 @@ std::int64_t created() { return 1767225600; }  // fixed: answers are reproducibl
 
 }  // namespace
 
-prompt_tokenizer::prompt_tokenizer(std::shared_ptr<const tokenizer> text, std::shared_ptr<const chat_template> chat)
-    : text_(std::move(text)), chat_(std::move(chat)) {}
+prompt_tokenizer::prompt_tokenizer(std::shared_ptr<const tokenizer> text, std::shared_ptr<const chat_template> chat,
+                                   std::optional<multimodal_card> multimodal)
+    : text_(std::move(text)), chat_(std::move(chat)), multimodal_(std::move(multimodal)) {}
+
+void prompt_tokenizer::expand_images(const nlohmann::json& messages, mock_request& out) const {
+  std::vector<resolved_image> images;
+  for (const json& message : messages) {
+    const auto content = message.find("content");
+    if (content == message.end() || !content->is_array()) continue;
+    for (const json& part : *content) {
+      if (!part.is_object() || part.value("type", "") != "image_url") continue;
+      const json& image = part["image_url"];
+      const std::string url = image.is_string() ? image.get<std::string>() : image.value("url", "");
+      if (!url.starts_with("data:")) return;  // URL images stay one token: the mocker fetches nothing
+      std::size_t bytes = 0;
+      auto resolved = resolve_data_uri_image(url, *multimodal_, 64u << 20, bytes);
+      if (!resolved) return;
+      images.push_back(*resolved);
+    }
+  }
+  if (images.empty()) return;
+  if (!splice_images(out.prompt, multimodal_->image_token_id, images, out.images)) out.images.clear();
+}
 
 std::vector<std::uint32_t> prompt_tokenizer::tokenize(const std::string& text) const {
   std::vector<std::uint32_t> ids;
@@ -67,6 +90,7 @@ std::expected<mock_request, std::string> prompt_tokenizer::parse(std::string_vie
     auto rendered = chat_ ? chat_->render(inputs) : chat_template::render_plain(inputs);
     if (!rendered) return std::unexpected("chat template: " + rendered.error());
     out.prompt = tokenize(*rendered);
+    if (multimodal_) expand_images(*messages, out);
   } else {
     const auto prompt = request.find("prompt");
     if (prompt == request.end()) return std::unexpected("prompt is required");

@@ -10,7 +10,13 @@
 #include <string_view>
 #include <vector>
 
+#include <optional>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/block_hash.hpp"
 #include "core/chat_template.hpp"
+#include "core/router_file.hpp"
 #include "core/tokenizer.hpp"
 
 namespace kvr::mocker {
@@ -21,6 +27,7 @@ struct mock_request {
   bool include_usage = false;  ///< stream_options.include_usage
   std::string model;
   std::vector<std::uint32_t> prompt;
+  std::vector<image_span> images;  ///< expanded image runs in `prompt` (multimodal, data URIs)
   std::uint32_t max_tokens = 16;
 };
 
@@ -28,14 +35,20 @@ struct mock_request {
 /// hashed to an id (deterministic, but not what a router with a real tokenizer computes).
 class prompt_tokenizer {
  public:
-  prompt_tokenizer(std::shared_ptr<const tokenizer> text, std::shared_ptr<const chat_template> chat);
+  /// `multimodal`: the model's image rule; chats' data-URI images are then expanded into their
+  /// placeholder tokens and hashed exactly as kvrouter does (URL images are left as one token).
+  prompt_tokenizer(std::shared_ptr<const tokenizer> text, std::shared_ptr<const chat_template> chat,
+                   std::optional<multimodal_card> multimodal = std::nullopt);
   /// Thread-safe: each call uses its own tokenizer cache.
   [[nodiscard]] std::expected<mock_request, std::string> parse(std::string_view body, bool chat) const;
 
  private:
   std::vector<std::uint32_t> tokenize(const std::string& text) const;
+  void expand_images(const nlohmann::json& messages, mock_request& out) const;
+
   std::shared_ptr<const tokenizer> text_;
   std::shared_ptr<const chat_template> chat_;
+  std::optional<multimodal_card> multimodal_;
 };
 
 /// Deterministic output text: token `index` of request `id`.

@@ -56,7 +56,7 @@ step_result engine::step() {
   std::uint64_t prefill_tokens = 0;
   while (!waiting_.empty() && running_.size() < settings_.max_num_seqs) {
     sequence_request& next = waiting_.front();
-    auto blocks = cache_.allocate(next.tokens, next.max_new_tokens, result.events);
+    auto blocks = cache_.allocate(next.tokens, next.max_new_tokens, result.events, next.images);
     if (!blocks) break;
     const std::uint32_t cached = std::min<std::uint32_t>(blocks->reused_blocks * settings_.block_size,
                                                          static_cast<std::uint32_t>(next.tokens.size()));

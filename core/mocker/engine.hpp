@@ -38,6 +38,7 @@ struct sequence_request {
   std::uint64_t id = 0;
   std::vector<std::uint32_t> tokens;
   std::uint32_t max_new_tokens = 16;
+  std::vector<image_span> images;  ///< expanded image placeholder runs in `tokens`, with their hashes
 };
 
 /// What one sequence got out of a step.

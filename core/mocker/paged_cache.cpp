@@ -1,5 +1,7 @@
 #include "core/mocker/paged_cache.hpp"
 
+#include <cstdio>
+
 #include <xxhash.h>
 
 #include "core/block_hash.hpp"
@@ -15,11 +17,21 @@ constexpr std::uint64_t root_seed = 0x6b76726f75746572;  // "kvrouter"
 paged_cache::paged_cache(std::uint32_t num_blocks, std::uint32_t block_size)
     : num_blocks_(num_blocks), block_size_(block_size) {}
 
-std::vector<std::uint64_t> paged_cache::engine_hashes(std::span<const std::uint32_t> tokens) const {
+namespace {
+bool covers(const image_span& image, std::size_t block_start, std::size_t block_size) {
+  return image.token_offset < block_start + block_size && image.token_offset + image.token_count > block_start;
+}
+}  // namespace
+
+std::vector<std::uint64_t> paged_cache::engine_hashes(std::span<const std::uint32_t> tokens,
+                                                      std::span<const image_span> images) const {
   std::vector<std::uint64_t> hashes;
   std::uint64_t parent = root_seed;
   for (std::size_t start = 0; start + block_size_ <= tokens.size(); start += block_size_) {
-    parent = XXH64(tokens.data() + start, block_size_ * sizeof(std::uint32_t), parent);
+    std::uint64_t seed = parent;
+    for (const image_span& image : images)
+      if (covers(image, start, block_size_)) seed = XXH64(&image.hash, sizeof(image.hash), seed);
+    parent = XXH64(tokens.data() + start, block_size_ * sizeof(std::uint32_t), seed);
     hashes.push_back(parent);
   }
   return hashes;
@@ -55,8 +67,9 @@ void paged_cache::evict_one(std::vector<kv_event>& events) {
 }
 
 std::optional<block_allocation> paged_cache::allocate(std::span<const std::uint32_t> tokens,
-                                                      std::uint32_t max_new_tokens, std::vector<kv_event>& events) {
-  const std::vector<std::uint64_t> hashes = engine_hashes(tokens);
+                                                      std::uint32_t max_new_tokens, std::vector<kv_event>& events,
+                                                      std::span<const image_span> images) {
+  const std::vector<std::uint64_t> hashes = engine_hashes(tokens, images);
   const std::uint32_t reused = cached_prefix(hashes);
   const std::uint32_t total = blocks_needed(tokens.size(), max_new_tokens);
   const auto full = static_cast<std::uint32_t>(hashes.size());
@@ -76,7 +89,7 @@ std::optional<block_allocation> paged_cache::allocate(std::span<const std::uint3
 
   if (full > reused) {
     std::vector<std::uint64_t> router_local, router_sequence;
-    compute_local_hashes(tokens.subspan(0, static_cast<std::size_t>(full) * block_size_), block_size_, {}, {}, router_local);
+    compute_local_hashes(tokens.subspan(0, static_cast<std::size_t>(full) * block_size_), block_size_, images, {}, router_local);
     compute_sequence_hashes(router_local, router_sequence);
     kv_stored stored;
     if (reused > 0) stored.parent_block_hash = hashes[reused - 1];
@@ -94,6 +107,18 @@ std::optional<block_allocation> paged_cache::allocate(std::span<const std::uint3
     }
     stored.token_ids.assign(tokens.begin() + static_cast<std::ptrdiff_t>(reused) * block_size_,
                             tokens.begin() + static_cast<std::ptrdiff_t>(full) * block_size_);
+    for (std::uint32_t i = reused; i < full; ++i) {
+      const std::size_t start = static_cast<std::size_t>(i) * block_size_;
+      for (const image_span& image : images) {
+        if (!covers(image, start, block_size_)) continue;
+        char digest[17];
+        std::snprintf(digest, sizeof(digest), "%016llx", static_cast<unsigned long long>(image.hash));
+        stored.images.push_back({.block = i - reused,
+                                 .hash = image.hash,
+                                 .offset = static_cast<std::int64_t>(image.token_offset) - static_cast<std::int64_t>(start),
+                                 .identifier = std::string(digest) + std::string(48, '0')});
+      }
+    }
     events.emplace_back(std::move(stored));
   }
   allocation.private_blocks = total - full;

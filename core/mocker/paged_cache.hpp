@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/block_hash.hpp"
 #include "core/kv_event.hpp"
 
 namespace kvr::mocker {
@@ -41,8 +42,9 @@ class paged_cache {
   [[nodiscard]] std::uint32_t block_size() const { return block_size_; }
   [[nodiscard]] std::uint32_t num_blocks() const { return num_blocks_; }
 
-  /// Engine hashes of the prompt's full blocks.
-  [[nodiscard]] std::vector<std::uint64_t> engine_hashes(std::span<const std::uint32_t> tokens) const;
+  /// Engine hashes of the prompt's full blocks; an image's hash changes every block it covers.
+  [[nodiscard]] std::vector<std::uint64_t> engine_hashes(std::span<const std::uint32_t> tokens,
+                                                         std::span<const image_span> images = {}) const;
   /// How many leading blocks of `hashes` are cached now.
   [[nodiscard]] std::uint32_t cached_prefix(std::span<const std::uint64_t> hashes) const;
   /// Blocks a sequence needs in all: its prompt's plus room for `max_new_tokens`.
@@ -51,8 +53,10 @@ class paged_cache {
   /// Pins the cached prefix, evicts what it must (LRU, BlockRemoved per block), stores the new
   /// full prompt blocks (one BlockStored) and reserves the rest. Nullopt, with nothing changed,
   /// if the free blocks do not suffice now.
+  /// `images`: placeholder runs already expanded in `tokens`; stored blocks report them in
+  /// `extra_keys` as vLLM does (identifier: a 64-hex digest whose first 16 digits are the hash).
   std::optional<block_allocation> allocate(std::span<const std::uint32_t> tokens, std::uint32_t max_new_tokens,
-                                           std::vector<kv_event>& events);
+                                           std::vector<kv_event>& events, std::span<const image_span> images = {});
   /// A sequence finished: its prompt blocks stay cached but become evictable, suffix first.
   void release(const block_allocation& allocation);
   /// An engine restart: everything gone, no events (the restart itself is the signal).

@@ -52,6 +52,27 @@ INSTANTIATE_TEST_SUITE_P(every_format, kv_encode_round_trip,
                            return name + (info.param.second ? "_bin_hashes" : "_int_hashes");
                          });
 
+TEST(kv_encode, images_go_out_in_extra_keys_as_vllm_sends_them) {
+  kv_stored stored;
+  stored.block_hashes = {1, 2};
+  stored.token_ids = std::vector<std::uint32_t>(8, 7);
+  stored.block_size = 4;
+  const std::string digest = "00000000000000ab" + std::string(48, '0');
+  stored.images = {{.block = 0, .hash = 0xab, .offset = 2, .identifier = digest},
+                   {.block = 1, .hash = 0xab, .offset = -2, .identifier = digest}};
+  for (kv_event_format format : {kv_event_format::vllm_array, kv_event_format::vllm_map}) {
+    kv_wire_decoder decoder;
+    kv_batch decoded;
+    ASSERT_TRUE(decoder.decode_batch(encode_kv_batch(kv_batch{.events = {stored}}, {format}), decoded).has_value());
+    const auto& images = std::get<kv_stored>(decoded.events.at(0)).images;
+    ASSERT_EQ(images.size(), 2u) << to_string(format);
+    EXPECT_EQ(images[0].hash, 0xabu);
+    EXPECT_EQ(images[0].offset, 2);
+    EXPECT_EQ(images[1].block, 1u);
+    EXPECT_EQ(images[1].offset, -2);
+  }
+}
+
 TEST(kv_encode, format_names_are_the_mocker_flag_values) {
   EXPECT_EQ(parse_kv_event_format("vllm-map"), kv_event_format::vllm_map);
   EXPECT_EQ(to_string(kv_event_format::sglang), "sglang");

@@ -7,7 +7,8 @@ data-parallel ranks, and vLLM's array form with 32-byte bin hashes. `kvrouter kv
 subscribes to all of them while token-id traffic with shared prefixes fills small caches (so
 blocks are evicted) and one mocker restarts. Its index must equal every rank's
 `/mocker/cache` block for block. Then: streaming is incremental, prefix-cache metrics count
-hits, bad requests get OpenAI-shaped errors.
+hits, bad requests get OpenAI-shaped errors, and a multimodal mocker's events let kvrouter
+match image blocks.
 
 usage: mocker_test.py KVROUTER_BINARY MOCKER_BINARY
 """
@@ -20,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from router_harness import Failures
+from router_harness import Failures, Router
 
 
 class Mocker:
@@ -126,6 +127,37 @@ def main():
             index.kill()
         for m in mockers.values():
             m.stop()
+
+    # Multimodal: the mocker expands a data-URI image exactly as kvrouter does and names it in
+    # extra_keys; kvrouter, routing on the mocker's KV events alone, finds the same image's blocks
+    # in full and another image's only up to the image.
+    from mm_routing_test import IMAGE_PAD, TEMPLATE, TOKENIZER, chat, data_uri, png, rendered_ids
+    kv, replay = f"ipc://{sockets}/mm", f"ipc://{sockets}/mm-replay"
+    engine = Mocker(mocker_bin, "--kv-events-endpoint", kv, "--replay-endpoint", replay, "--event-format", "vllm-map",
+                    "--tokenizer", TOKENIZER, "--tokenizer-config", TEMPLATE, "--image-token-id", str(IMAGE_PAD),
+                    "--speedup", "100")
+    router = Router(kvrouter, "vl", [f"{engine.url},kv={kv},replay={replay},id=engine"], "--router-mode", "kv",
+                    "--tokenizer", TOKENIZER, "--tokenizer-config", TEMPLATE, "--image-token-id", str(IMAGE_PAD),
+                    "--health-interval-ms", "0")
+    try:
+        a, b = data_uri(png(224, 224, 10)), data_uri(png(224, 224, 240))
+        status, _, _ = router.request("POST", "/v1/chat/completions", dict(chat("vl", a), max_tokens=2))
+        f.check(status == 200, "an image chat goes through kvrouter to the mocker")
+        deadline, same = time.time() + 10, {}
+        while time.time() < deadline:
+            same = json.loads(router.request("POST", "/v1/chat/completions", chat("vl", a), {"x-kvrouter-dry-run": "1"})[2])
+            if same["overlap_blocks"] > 0:
+                break
+            time.sleep(0.1)
+        f.check(same["overlap_blocks"] == same["prompt_tokens"] // 16,
+                f"from the engine's events alone, the same image overlaps in full ({same['overlap_blocks']} blocks)")
+        other = json.loads(router.request("POST", "/v1/chat/completions", chat("vl", b), {"x-kvrouter-dry-run": "1"})[2])
+        before_image = rendered_ids(kvrouter, chat("vl", a)).index(IMAGE_PAD)
+        f.check(other["overlap_blocks"] == before_image // 16,
+                f"another image overlaps only up to it ({other['overlap_blocks']} == {before_image // 16} blocks)")
+    finally:
+        router.stop()
+        engine.stop()
 
     # Streaming arrives token by token, at the modelled step time (100 ms a step here).
     slow = Mocker(mocker_bin, "--step-base-us", "100000", "--prefill-us-per-token", "0", "--decode-us-per-seq", "0")

@@ -80,5 +80,31 @@ TEST(paged_cache, the_dump_carries_the_sequence_hashes_the_router_computes_from_
   EXPECT_DOUBLE_EQ(cache.usage(), 3.0 / 16);
 }
 
+TEST(paged_cache, an_image_changes_the_blocks_it_covers_and_is_reported_in_extra_keys) {
+  paged_cache cache(64, 4);
+  const auto prompt = tokens(0, 12);
+  const std::vector<image_span> image_a = {{.token_offset = 6, .token_count = 3, .hash = 0xa}};
+  const std::vector<image_span> image_b = {{.token_offset = 6, .token_count = 3, .hash = 0xb}};
+  const auto a = cache.engine_hashes(prompt, image_a), b = cache.engine_hashes(prompt, image_b);
+  EXPECT_EQ(a[0], b[0]) << "block 0 holds no image";
+  EXPECT_NE(a[1], b[1]);
+  EXPECT_NE(a[2], b[2]) << "and the chain carries the difference on";
+  std::vector<kv_event> events;
+  ASSERT_TRUE(cache.allocate(prompt, 0, events, image_a));
+  const auto& stored = std::get<kv_stored>(events.at(0));
+  ASSERT_EQ(stored.images.size(), 2u);  // the run 6..8 covers blocks 1 and 2
+  EXPECT_EQ(stored.images[0].block, 1u);
+  EXPECT_EQ(stored.images[0].offset, 2);
+  EXPECT_EQ(stored.images[1].offset, -2);
+  EXPECT_EQ(stored.images[0].identifier, "000000000000000a" + std::string(48, '0'));
+  std::vector<std::uint64_t> local, sequence, dumped;
+  compute_local_hashes(prompt, 4, image_a, {}, local);
+  compute_sequence_hashes(local, sequence);
+  for (const cached_block& block : cache.dump()) dumped.push_back(block.router_sequence_hash);
+  std::sort(dumped.begin(), dumped.end());
+  std::sort(sequence.begin(), sequence.end());
+  EXPECT_EQ(dumped, sequence);
+}
+
 }  // namespace
 }  // namespace kvr::mocker
