@@ -80,9 +80,6 @@ class session : public std::enable_shared_from_this<session> {
     });
   }
 
-  // parser_ is used in the lambda above through `self`; declared here for readability.
-  std::optional<http::request_parser<http::string_body>> parser_;
-
   void handle(http::request<http::string_body> request) {
     keep_alive_ = request.keep_alive();
     const std::string target(request.target());
@@ -209,6 +206,7 @@ class session : public std::enable_shared_from_this<session> {
   beast::tcp_stream stream_;
   http_server::impl& server_;
   beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;  ///< one per request
   bool keep_alive_ = true;
   mock_request request_;
   std::uint64_t id_ = 0;
