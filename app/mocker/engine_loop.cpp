@@ -48,6 +48,7 @@ void engine_loop::restart() {
       if (auto it = sinks_.find(out.id); it != sinks_.end()) ended.emplace_back(std::move(it->second), out);
     }
     sinks_.clear();
+    ++restarts_;
     if (publisher_) publisher_->restart();
   }
   for (auto& [sink, out] : ended) sink(out);
@@ -101,11 +102,13 @@ void engine_loop::run() {
     wake_.wait(lock, [this] { return stop_ || !engine_.idle(); });
     if (stop_) return;
     step_result step = engine_.step();
+    const std::uint64_t epoch = restarts_;
     lock.unlock();
     // The step's compute time passes before its tokens exist.
     std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(step.duration_us));
-    if (publisher_) publisher_->publish(std::move(step.events), wall_seconds());
     lock.lock();
+    if (restarts_ != epoch) continue;  // restarted meanwhile: this step's cache changes are gone
+    if (publisher_) publisher_->publish(std::move(step.events), wall_seconds());
     for (const sequence_output& out : step.outputs) {
       auto it = sinks_.find(out.id);
       if (it == sinks_.end()) continue;  // aborted meanwhile

@@ -62,6 +62,7 @@ class engine_loop {
   std::unordered_map<std::uint64_t, output_sink> sinks_;
   std::unique_ptr<event_publisher> publisher_;
   bool stop_ = false;
+  std::uint64_t restarts_ = 0;  ///< a step computed before a restart publishes nothing after it
   std::thread thread_;
 };
 
