@@ -3,10 +3,8 @@
 /// set's chat template renders from it, byte for byte, or with `--tokenize` its token ids, which
 /// is what the router hashes. Operators use it to see why a request did or did not hit a cache.
 
-#include <fstream>
 #include <iostream>
 #include <iterator>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -88,12 +86,8 @@ int run_render_chat(const std::vector<std::string>& args) {
     std::cout << *rendered;
     return 0;
   }
-  std::ifstream file(tokenizer_path);
-  if (!file) return fail("cannot read " + tokenizer_path);
-  std::stringstream json_text;
-  json_text << file.rdbuf();
-  auto loaded = tokenizer::from_json(json_text.str());
-  if (!loaded) return fail(tokenizer_path + ": " + loaded.error().message);
+  auto loaded = tokenizer::load(tokenizer_path);
+  if (!loaded) return fail(loaded.error().message);
   std::vector<std::uint32_t> ids;
   loaded->encode(*rendered, ids);
   std::cout << nlohmann::json(ids).dump() << "\n";

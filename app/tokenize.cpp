@@ -2,10 +2,8 @@
 /// JSON array (no special tokens added), exactly as the router tokenizes prompts. Operators use
 /// it to see why a request did or did not hit an engine's cache.
 
-#include <fstream>
 #include <iostream>
 #include <iterator>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -41,16 +39,9 @@ int run_tokenize(const std::vector<std::string>& args) {
     std::cerr << "kvrouter tokenize: --tokenizer PATH is required\n";
     return 2;
   }
-  std::ifstream file(path);
-  if (!file) {
-    std::cerr << "kvrouter tokenize: cannot read " << path << "\n";
-    return 2;
-  }
-  std::stringstream json_text;
-  json_text << file.rdbuf();
-  auto loaded = tokenizer::from_json(json_text.str());
+  auto loaded = tokenizer::load(path);
   if (!loaded) {
-    std::cerr << "kvrouter tokenize: " << path << ": " << loaded.error().message << "\n";
+    std::cerr << "kvrouter tokenize: " << loaded.error().message << "\n";
     return 2;
   }
   std::vector<std::uint32_t> ids;

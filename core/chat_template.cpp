@@ -120,7 +120,7 @@ std::expected<std::string, std::string> chat_template::render(const chat_render_
   try {
     const ordered_json messages = parse_field(inputs.messages_json, "messages");
     if (!messages.is_array()) return std::unexpected("messages must be an array");
-    context.set("messages", normalize_messages(messages, inputs.keep_content_parts || wants_content_parts_));
+    context.set("messages", normalize_messages(messages, wants_content_parts_));
     context.set("tools", inputs.tools_json.empty() ? jinja::value(jinja::none_t{})
                                                    : jinja::value::from_json(parse_field(inputs.tools_json, "tools")));
     context.set("add_generation_prompt", jinja::value(inputs.add_generation_prompt));

@@ -21,11 +21,6 @@ struct chat_render_inputs {
   std::string_view tools_json;             ///< its `tools` array, or empty
   std::string_view template_kwargs_json;   ///< its `chat_template_kwargs`, or empty
   bool add_generation_prompt = true;
-  /// vLLM's "openai" content format: a list content stays a list, text parts as
-  /// `{"type": "text", "text"}` and images as `{"type": "image"}`. Templates that loop over
-  /// `message.content` get it anyway (as vLLM detects); others get the "string" format, text
-  /// parts joined with `\n`, unless this forces the list.
-  bool keep_content_parts = false;
 };
 
 class chat_template {
@@ -45,7 +40,10 @@ class chat_template {
   /// `<role>: <text>\n` per message, then `assistant: ` if a generation prompt is asked for.
   [[nodiscard]] static std::expected<std::string, std::string> render_plain(const chat_render_inputs& inputs);
 
-  /// Whether the template takes content parts (it loops over `message.content`).
+  /// Whether the template takes content parts (it loops over `message.content`), as vLLM
+  /// detects it: then a list content stays a list ("openai" format: text parts as
+  /// `{"type": "text", "text"}`, images as `{"type": "image"}`); otherwise text parts are joined
+  /// with `\n` ("string" format).
   [[nodiscard]] bool wants_content_parts() const { return wants_content_parts_; }
 
  private:

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <unordered_map>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -157,6 +159,16 @@ std::expected<tokenizer, tokenizer_error> tokenizer::from_json(std::string_view 
   } catch (const json::exception& error) {  // a field of an unexpected type
     return fail(fmt::format("malformed tokenizer.json: {}", error.what()));
   }
+}
+
+std::expected<tokenizer, tokenizer_error> tokenizer::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail("cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto loaded = from_json(text.str());
+  if (!loaded) return fail(path + ": " + loaded.error().message);
+  return loaded;
 }
 
 std::expected<tokenizer, tokenizer_error> tokenizer::load_tables(std::string_view json_text) {

@@ -27,6 +27,8 @@ class tokenizer {
  public:
   /// Loads `tokenizer.json` text.
   [[nodiscard]] static std::expected<tokenizer, tokenizer_error> from_json(std::string_view json_text);
+  /// Reads and loads a `tokenizer.json` file; errors are "cannot read PATH" or "PATH: why".
+  [[nodiscard]] static std::expected<tokenizer, tokenizer_error> load(const std::string& path);
 
   tokenizer(tokenizer&&) noexcept;
   tokenizer& operator=(tokenizer&&) noexcept;

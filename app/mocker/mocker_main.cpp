@@ -149,21 +149,11 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
   return o;
 }
 
-std::expected<std::string, std::string> read_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::unexpected("cannot read " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 int run(const options& o) {
   std::shared_ptr<const tokenizer> text_tokenizer;
   if (!o.tokenizer_path.empty()) {
-    auto text = read_file(o.tokenizer_path);
-    if (!text) throw std::runtime_error(text.error());
-    auto loaded = tokenizer::from_json(*text);
-    if (!loaded) throw std::runtime_error(o.tokenizer_path + ": " + loaded.error().message);
+    auto loaded = tokenizer::load(o.tokenizer_path);
+    if (!loaded) throw std::runtime_error(loaded.error().message);
     text_tokenizer = std::make_shared<const tokenizer>(std::move(*loaded));
   }
   std::shared_ptr<const chat_template> chat;
