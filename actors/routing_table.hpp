@@ -42,6 +42,8 @@ struct worker_set_route {
   std::shared_ptr<scorer_snapshot_cell> snapshot;
   /// Routing decisions in flight (ingress bounds it; beyond, 503 at once).
   std::shared_ptr<std::atomic<std::uint32_t>> routing_in_flight = std::make_shared<std::atomic<std::uint32_t>>(0);
+  /// Round-robin position shared by the I/O threads (round-robin is decided in ingress).
+  std::shared_ptr<std::atomic<std::uint64_t>> round_robin_ticket = std::make_shared<std::atomic<std::uint64_t>>(0);
 };
 
 struct routing_table {

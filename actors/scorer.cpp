@@ -123,6 +123,16 @@ route_decision decide(scorer_state& s, route_job& job) {
   return decision;
 }
 
+/// The request failed on `worker` before any answer: release it and keep the worker out for
+/// the back-off period.
+void worker_failed(scorer_state& s, std::uint64_t id, std::uint32_t worker) {
+  s.active->release(id);
+  if (worker >= s.workers()) return;
+  s.unhealthy_until[worker] = clock_type::now() + s.settings.unhealthy_backoff;
+  ++s.failures[worker];
+  publish_snapshot(s);
+}
+
 scorer_actor::behavior_type scorer(scorer_actor::stateful_pointer<scorer_state> self, scorer_settings settings) {
   auto& s = self->state;
   s.settings = std::move(settings);
@@ -158,14 +168,21 @@ scorer_actor::behavior_type scorer(scorer_actor::stateful_pointer<scorer_state> 
       [self](const route_job_ptr& job) { job->reply(decide(self->state, *job)); },
       [self](first_token_atom, std::uint64_t id) { self->state.active->first_token(id); },
       [self](finished_atom, std::uint64_t id) { self->state.active->release(id); },
-      [self](worker_failed_atom, std::uint64_t id, std::uint32_t worker) {
+      [self](worker_failed_atom, std::uint64_t id, std::uint32_t worker) { worker_failed(self->state, id, worker); },
+      [self](const lifecycle_batch_ptr& batch) {
         auto& s = self->state;
-        s.active->release(id);
-        if (worker < s.workers()) {
-          s.unhealthy_until[worker] = clock_type::now() + s.settings.unhealthy_backoff;
-          ++s.failures[worker];
-          publish_snapshot(s);
-        }
+        const auto now = clock_type::now();
+        for (const lifecycle_event& e : *batch) switch (e.what) {
+            case lifecycle_event::kind::booked:
+              if (e.worker >= s.workers()) break;
+              s.active->book({e.request_id, e.worker, e.prompt_tokens, 0}, now, {});
+              ++s.routed[e.worker];
+              ++s.routed_total;
+              break;
+            case lifecycle_event::kind::first_token: s.active->first_token(e.request_id); break;
+            case lifecycle_event::kind::finished: s.active->release(e.request_id); break;
+            case lifecycle_event::kind::worker_failed: worker_failed(s, e.request_id, e.worker); break;
+          }
       },
       [self](worker_health_atom, std::uint32_t worker, bool up) {
         auto& s = self->state;

@@ -124,12 +124,16 @@ int run_serve(const options& options) {
   watch.publish = [&ingress](std::shared_ptr<const routing_table> table) { ingress->set_routing_table(std::move(table)); };
   const watcher_actor watcher = spawn_watcher(system, watch);
   std::string error;
-  caf::scoped_actor self{system};
-  self->request(watcher, caf::infinite, apply_atom_v, std::make_shared<const router_file>(*file))
-      .receive([&](const std::string& result) { error = result; },
-               [&](const caf::error& e) { error = caf::to_string(e); });
+  {
+    // Scoped: a scoped actor counts as running (even hidden, in CAF 0.17), and shutdown waits
+    // for every running actor.
+    caf::scoped_actor self{system};
+    self->request(watcher, caf::infinite, apply_atom_v, std::make_shared<const router_file>(*file))
+        .receive([&](const std::string& result) { error = result; },
+                 [&](const caf::error& e) { error = caf::to_string(e); });
+  }
   if (!error.empty()) {
-    self->send_exit(watcher, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
     return fail(error);
   }
 
@@ -152,7 +156,7 @@ int run_serve(const options& options) {
                                              caf::anon_send(watcher, std::make_shared<const etcd_cards>(cards));
                                            });
     } catch (const std::exception& e) {
-      self->send_exit(watcher, caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
       return fail(e.what());
     }
   }
@@ -168,7 +172,10 @@ int run_serve(const options& options) {
     signal_waiter.join();
   }
   etcd.reset();
-  self->send_exit(watcher, caf::exit_reason::user_shutdown);  // its state retires every set
+  caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);  // its state retires every set
+  // Routing jobs hold their connections; the actors answer or drop them before the ingress,
+  // whose I/O threads those connections belong to, goes away.
+  system.await_all_actors_done();
   std::cerr << "kvrouter: stopped\n";
   return 0;
 }

@@ -94,6 +94,10 @@ router_config load_aware_preset(router_config base) {
   return base;
 }
 
+bool decides_without_state(const router_config& config) {
+  return config.mode == router_mode::round_robin || config.mode == router_mode::random;
+}
+
 bool uses_prefix_overlap(const router_config& config) {
   return config.mode == router_mode::kv && config.overlap_score_credit > 0.0;
 }

@@ -57,6 +57,10 @@ struct router_config {
 /// Prefix overlap scored from the workers' own KV events (as opposed to approximate mode).
 [[nodiscard]] bool should_subscribe_to_kv_events(const router_config& config);
 
+/// Round-robin and random pick without looking at loads or the prefix index, so ingress takes
+/// these decisions on its I/O threads and only reports the bookings to the scorer.
+[[nodiscard]] bool decides_without_state(const router_config& config);
+
 /// A config rejected by validation or parsing; `message` names the knob and the bad value.
 struct config_error {
   std::string message;

@@ -62,6 +62,24 @@ struct media_resolution {
 };
 using media_resolution_ptr = std::shared_ptr<const media_resolution>;
 
+/// One step in the life of a request that ingress routed itself: round-robin and random
+/// decisions need no load, so I/O threads take them without a round trip to the scorer and
+/// report what the scorer must book and release afterwards, in batches.
+struct lifecycle_event {
+  enum class kind : std::uint8_t {
+    booked,         ///< routed to `worker` with `prompt_tokens` (the request's estimate)
+    first_token,    ///< the worker's first bytes arrived: its prefill is done
+    finished,       ///< ended, however it ended: release the booking
+    worker_failed,  ///< `worker` failed before answering: release, keep the worker out a while
+  };
+  kind what = kind::booked;
+  std::uint64_t request_id = 0;
+  std::uint32_t worker = 0;
+  std::uint32_t prompt_tokens = 0;
+};
+/// Applied in order by the scorer. One I/O thread's events for one set, in the order they happened.
+using lifecycle_batch_ptr = std::shared_ptr<const std::vector<lifecycle_event>>;
+
 /// How a routed request ended.
 enum class request_outcome : std::uint8_t { completed, client_disconnected, worker_error };
 

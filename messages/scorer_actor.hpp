@@ -19,6 +19,8 @@ using scorer_actor = caf::typed_actor<
     caf::reacts_to<finished_atom, std::uint64_t>,
     /// The worker failed before answering: release, and keep the worker out for a while.
     caf::reacts_to<worker_failed_atom, std::uint64_t, std::uint32_t>,
+    /// Bookings and lifecycle of requests ingress routed itself (round-robin, random).
+    caf::reacts_to<lifecycle_batch_ptr>,
     /// The health checker's verdict on a worker: up (true) or down (false).
     caf::reacts_to<worker_health_atom, std::uint32_t, bool>,
     /// Periodic housekeeping (expiry, the published snapshot).

@@ -45,6 +45,20 @@ struct invalid_case {
   const char* message;
 };
 
+TEST(router_config, only_round_robin_and_random_decide_without_loads_or_the_index) {
+  for (router_mode mode : {router_mode::round_robin, router_mode::random}) {
+    router_config config;
+    config.mode = mode;
+    EXPECT_TRUE(decides_without_state(config)) << to_string(mode);
+  }
+  for (router_mode mode : {router_mode::kv, router_mode::power_of_two, router_mode::least_loaded}) {
+    router_config config;
+    config.mode = mode;
+    EXPECT_FALSE(decides_without_state(config)) << to_string(mode);
+  }
+  EXPECT_FALSE(decides_without_state(load_aware_preset()));
+}
+
 TEST(router_config, validation_names_the_knob_and_the_bad_value) {
   const invalid_case cases[] = {
       {"overlap_score_credit", "-0.5", "overlap_score_credit must be a finite number >= 0 (got -0.5)"},

@@ -2,6 +2,7 @@
 """Integration: kvrouter's HTTP ingress and proxy against fake workers on loopback, driven
 with real sockets. Usage: http_proxy_test.py PATH/TO/kvrouter"""
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -29,6 +30,12 @@ def start_router(specs, *flags):
     r = Router(kvrouter, "m", specs, *flags)
     routers.append(r)
     return r
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_for_zero_load(router, names, timeout=5.0):
@@ -100,6 +107,25 @@ try:
     status, _, _ = router.request("GET", "/v1/chat/completions")
     f.check(status == 405, "GET on a completion route gets 405")
 
+    status, _, body = router.request("GET", "/health", headers={"x-filler": "y" * 70000})
+    f.check(status == 400 and "headers are too large" in json.loads(body)["error"]["message"],
+            "request headers over 64 KiB get 400")
+
+    # -- two requests sent in one write on one connection are answered in order
+    s = socket.create_connection(("127.0.0.1", router.port))
+    chat_body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]}).encode()
+    one = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           + f"Content-Length: {len(chat_body)}\r\n\r\n".encode() + chat_body)
+    s.sendall(one + b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    s.settimeout(10)
+    answers = b""
+    while chunk := s.recv(65536):
+        answers += chunk
+    s.close()
+    f.check(answers.startswith(b"HTTP/1.1 200") and b"hello from slow" in answers
+            and answers.rindex(b'{"status":"ok"}') > answers.index(b"hello from slow"),
+            "pipelined requests on one connection are both answered, in order")
+
     # -- dry run: the decision as JSON, nothing proxied
     before = slow.stats()["requests"]
     status, _, body = router.request("POST", "/v1/completions", {"model": "m", "prompt": [1, 2, 3]},
@@ -159,7 +185,47 @@ try:
             "the refused connection is retried on another worker and counted")
     f.check(m['kvrouter_worker_healthy{set="m",model="m",worker="dead"}'] == 0, "the refusing worker is marked unhealthy")
     f.check(wait_for_zero_load(router, ["dead", "good"]), "after retries every worker's load is 0")
+
+    # -- round-robin is decided on the I/O threads; the scorer still books every request
+    deadline = time.time() + 3  # bookings reach the scorer within 20 ms; it publishes once a second
+    while (routed := sum(v for k, v in router.metrics().items() if k.startswith("kvrouter_worker_routed_total"))) < 6 \
+            and time.time() < deadline:
+        time.sleep(0.1)
+    f.check(routed >= 6, f"requests routed by ingress reach the scorer's counters ({routed} routed)")
     router.stop()
+
+    # -- a worker that takes too long: 504 after --upstream-timeout-secs, and its booking is released
+    sleepy = start_worker("sleepy", "--first-delay", "3")
+    router = start_router([f"{sleepy.url},id=sleepy"], "--upstream-timeout-secs", "1")
+    start = time.time()
+    status, _, body = router.chat()
+    elapsed = time.time() - start
+    f.check(status == 504 and json.loads(body)["error"]["code"] == "worker_timeout" and elapsed < 2.5,
+            f"a worker silent past --upstream-timeout-secs gets 504 ({status} after {elapsed:.1f} s)")
+    f.check(router.metrics()["kvrouter_worker_timeouts_total"] == 1, "the timeout is counted")
+    f.check(wait_for_zero_load(router, ["sleepy"]), "after a timeout the worker's load is 0")
+
+    # -- a second router on a port already served fails instead of sharing it
+    second = subprocess.run([kvrouter, "--model", "m", "--worker", sleepy.url, "--host", "127.0.0.1",
+                             "--port", str(router.port)], capture_output=True, text=True, timeout=20)
+    f.check(second.returncode != 0 and "Address already in use" in second.stderr,
+            f"a second kvrouter on a served port fails with 'Address already in use' ({second.stderr.strip()})")
+    router.stop()
+
+    # -- out of file descriptors: accepting pauses instead of spinning, and serving resumes
+    r = Router(kvrouter, "m", [f"{good.url},id=good"], "--threads", "1", "--health-interval-ms", "0", fd_limit=64)
+    routers.append(r)
+    clients = [socket.create_connection(("127.0.0.1", r.port)) for _ in range(80)]
+    time.sleep(0.3)
+    before = cpu_seconds(r.proc.pid)
+    time.sleep(1.0)
+    busy = cpu_seconds(r.proc.pid) - before
+    f.check(busy < 0.5, f"with no descriptor left kvrouter does not spin on accept ({busy:.2f} s of CPU in 1 s)")
+    for c in clients:
+        c.close()
+    time.sleep(0.3)
+    f.check(r.chat()[0] == 200, "once descriptors are free again kvrouter serves")
+    r.stop()
 
     # -- every worker down: 502 after bounded retries; a worker's own 500 is forwarded, not retried
     router = start_router([f"http://127.0.0.1:{free_port()},id=a", f"http://127.0.0.1:{free_port()},id=b"],

@@ -52,14 +52,17 @@ def free_port():
 
 
 class Router:
-    def __init__(self, kvrouter, model, worker_specs, *flags):
+    def __init__(self, kvrouter, model, worker_specs, *flags, fd_limit=None):
         args = [kvrouter, "--host", "127.0.0.1", "--port", "0", "--threads", "2"]
         if model:
             args += ["--model", model]
         for spec in worker_specs:
             args += ["--worker", spec]
         args += list(flags)
-        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+        def limit_fds():
+            import resource
+            resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, fd_limit))
+        self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, preexec_fn=limit_fds if fd_limit else None)
         seen = ""
         while True:  # warnings may come first
             line = self.proc.stderr.readline()
