@@ -120,6 +120,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
   // -- reading requests ----------------------------------------------------------------------
   void begin_request() {
     state_ = state::reading_request;
+    continue_sent_ = false;
     parser_.emplace();
     parser_->header_limit(server_.settings.max_header_bytes);
     parser_->body_limit(server_.settings.max_body_bytes);
@@ -138,7 +139,25 @@ class session final : public std::enable_shared_from_this<session>, public timed
       if (ec) return on_request_error(ec);
     }
     if (parser_->is_done()) return on_request();
+    if (parser_->is_header_done() && !continue_sent_ && expects_continue()) send_continue();
     read_client();
+  }
+
+  /// A client that sent `Expect: 100-continue` waits for a go-ahead before its body (curl
+  /// waits a second for bodies over 1 MiB): the headers passed the limits, so give it.
+  [[nodiscard]] bool expects_continue() const {
+    const auto& header = parser_->get();
+    const auto expect = header.find(http::field::expect);
+    return expect != header.end() && beast::iequals(expect->value(), "100-continue") && header.version() >= 11;
+  }
+
+  /// Written while the read of the body is pending. The answer cannot overlap it: the client
+  /// sends its body only after these bytes, and a socket this idle takes them at once.
+  void send_continue() {
+    continue_sent_ = true;
+    static constexpr std::string_view go_ahead = "HTTP/1.1 100 Continue\r\n\r\n";
+    asio::async_write(client_, asio::buffer(go_ahead.data(), go_ahead.size()),
+                      [self = shared_from_this()](error_code, std::size_t) {});  // a failure shows on the read
   }
 
   void read_client() {
@@ -590,6 +609,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
   tcp::socket client_;
   beast::flat_buffer buffer_;
   bool reading_client_ = false;
+  bool continue_sent_ = false;  ///< `100 Continue` went out for the request being read
   state state_ = state::reading_request;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> request_;

@@ -126,6 +126,25 @@ try:
             and answers.rindex(b'{"status":"ok"}') > answers.index(b"hello from slow"),
             "pipelined requests on one connection are both answered, in order")
 
+    # -- a client that expects 100-continue gets it before sending its body
+    s = socket.create_connection(("127.0.0.1", router.port))
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              + f"Expect: 100-continue\r\nContent-Length: {len(chat_body)}\r\nConnection: close\r\n\r\n".encode())
+    s.settimeout(0.5)
+    try:
+        go_ahead = s.recv(4096)
+    except socket.timeout:
+        go_ahead = b""
+    s.settimeout(10)
+    s.sendall(chat_body)
+    answers = b""
+    while chunk := s.recv(65536):
+        answers += chunk
+    s.close()
+    f.check(go_ahead == b"HTTP/1.1 100 Continue\r\n\r\n" and answers.startswith(b"HTTP/1.1 200")
+            and b"hello from slow" in answers,
+            f"Expect: 100-continue gets 100 Continue at once, then the answer ({go_ahead!r})")
+
     # -- dry run: the decision as JSON, nothing proxied
     before = slow.stats()["requests"]
     status, _, body = router.request("POST", "/v1/completions", {"model": "m", "prompt": [1, 2, 3]},
