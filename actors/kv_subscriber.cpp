@@ -211,6 +211,10 @@ struct kv_subscriber::impl {
       case seq_action::apply: pending->push_back({p.config.worker, false, std::move(batch)}); break;
       case seq_action::clear_and_apply: pending->push_back({p.config.worker, true, std::move(batch)}); break;
       case seq_action::request_replay: request_replay(p); break;
+      case seq_action::clear_and_request_replay:
+        pending->push_back({p.config.worker, true, kv_batch{}});  // the restarted engine's cache starts empty
+        request_replay(p);
+        break;
       case seq_action::hold:
       case seq_action::skip_duplicate: break;
     }

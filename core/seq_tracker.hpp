@@ -5,10 +5,17 @@
 /// in actors/kv_subscriber; this class only sees sequence numbers and opaque payloads, so it is
 /// tested under simulated loss, duplication and reordering.
 ///
-/// Rules, with `next` the sequence number expected next:
+/// Live batches come over one ZeroMQ PUB/SUB connection per publisher, which loses messages
+/// but never duplicates or reorders them. So a live sequence number at or below the last live
+/// one can only come from a restarted engine.
+///
+/// Rules, with `next` the sequence number expected next and `last live` the highest live one:
 /// - in order (`seq == next`): apply.
-/// - duplicate (`seq < next`, and neither 0 nor more than `restart_window` behind): skip.
-/// - restart (`seq == 0`, or far behind `next`): the engine restarted; clear, then apply.
+/// - late copy (`last live < seq < next`): a replay already delivered it; skip.
+/// - restart (`seq <= last live`, `seq == 0`, or more than `restart_window` behind `next`): the
+///   engine restarted; clear, then apply. If `seq > 0` the restarted engine's first batches
+///   were lost (its new PUB socket drops what it sends before the router's SUB reconnects):
+///   with a replay endpoint, clear and replay from 0 instead.
 /// - gap (`seq > next`): with a replay endpoint, hold this batch and ask for replay from `next`;
 ///   replayed batches are applied in order, then the held live ones (duplicates skipped).
 ///   Without one: clear, then apply (the index rebuilds from live events).
@@ -31,6 +38,9 @@ enum class seq_action : std::uint8_t {
   hold,             ///< a replay is in progress: the tracker keeps the batch until it ends
   request_replay,   ///< gap: the tracker keeps the batch; ask for replay from `replay_from()`
   clear_and_apply,  ///< clear the worker's index entries, then apply this batch
+  /// The engine restarted and its first batches were lost: clear the worker's index entries,
+  /// then ask for replay from `replay_from()` (0); the tracker keeps the batch meanwhile.
+  clear_and_request_replay,
 };
 
 struct seq_counters {
@@ -58,19 +68,24 @@ class seq_tracker {
 
   /// A live batch. On `hold` / `request_replay` the payload is moved into the tracker.
   seq_action on_live(std::uint64_t seq, Payload& payload) {
+    const std::optional<std::uint64_t> last_live = std::exchange(last_live_, seq);
     if (!next_) {  // first contact
       if (seq == 0 || !replay_available_) return accept(seq);
       return start_replay(0, seq, payload);
     }
     if (seq < *next_) {
-      if (seq == 0 || *next_ - seq > restart_window) {
+      if (seq == 0 || (last_live && seq <= *last_live) || *next_ - seq > restart_window) {
         ++counters_.restarts;
         abandon_replay();
+        if (seq > 0 && replay_available_) {
+          start_replay(0, seq, payload);
+          return seq_action::clear_and_request_replay;
+        }
         next_ = seq + 1;
         ++counters_.applied;
         return seq_action::clear_and_apply;
       }
-      ++counters_.duplicates;
+      ++counters_.duplicates;  // a late copy of what a replay delivered
       return seq_action::skip_duplicate;
     }
     if (replaying_) {
@@ -183,6 +198,7 @@ class seq_tracker {
   bool replay_available_;
   std::size_t max_held_;
   std::optional<std::uint64_t> next_;
+  std::optional<std::uint64_t> last_live_;  ///< the highest live sequence number since the last restart
   bool replaying_ = false;
   std::uint64_t replay_from_ = 0;
   std::deque<std::pair<std::uint64_t, Payload>> held_;

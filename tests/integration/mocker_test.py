@@ -5,9 +5,10 @@ Three mockers on loopback (ipc:// sockets for KV events: they bind, as vLLM bind
 endpoints), publishing vLLM's map form with 25% of batches dropped, SGLang's form over two
 data-parallel ranks, and vLLM's array form with 32-byte bin hashes. `kvrouter kv-index`
 subscribes to all of them while token-id traffic with shared prefixes fills small caches (so
-blocks are evicted) and one mocker restarts. Its index must equal every rank's
-`/mocker/cache` block for block. Then: streaming is incremental, prefix-cache metrics count
-hits, bad requests get OpenAI-shaped errors, and a multimodal mocker's events let kvrouter
+blocks are evicted) and one mocker restarts, losing its first batches after the restart. Its
+index must equal every rank's `/mocker/cache` block for block. Then: streaming is
+incremental, prefix-cache metrics count hits, bad requests get OpenAI-shaped errors, and a
+multimodal mocker's events let kvrouter
 match image blocks.
 
 usage: mocker_test.py KVROUTER_BINARY MOCKER_BINARY
@@ -92,11 +93,13 @@ def main():
                                           {"model": "m", "prompt": prompt(group, round_, hash(name) % 97), "max_tokens": 2})
                     sent += status == 200
             if round_ == 3:
-                # A restart shows as the sequence going back to 0; that batch must arrive (kvrouter
-                # takes a lower non-zero live sequence for a duplicate, see docs/kv-events.md).
-                mockers["m0"].request("POST", "/mocker/faults", {"drop_batches_pct": 0})
+                # A restart whose first batches are lost, as when the router's SUB reconnects to a
+                # restarted engine late: the next live sequence, lower than the last one, shows the
+                # restart, and kvrouter replays the new engine's batches from 0.
+                mockers["m0"].request("POST", "/mocker/faults", {"drop_batches_pct": 100})
                 f.check(mockers["m0"].request("POST", "/mocker/restart")[0] == 200, "m0 restarts mid-run")
                 mockers["m0"].request("POST", "/v1/completions", {"model": "m", "prompt": prompt(9, 9, 9), "max_tokens": 1})
+                time.sleep(0.1)  # its batches are published (and dropped) before drops go back to 25 %
                 mockers["m0"].request("POST", "/mocker/faults", {"drop_batches_pct": 25})
         # The last batches must arrive live, or nothing would reveal a gap at the very end.
         mockers["m0"].request("POST", "/mocker/faults", {"drop_batches_pct": 0})
