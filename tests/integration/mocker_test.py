@@ -8,8 +8,7 @@ subscribes to all of them while token-id traffic with shared prefixes fills smal
 blocks are evicted) and one mocker restarts, losing its first batches after the restart. Its
 index must equal every rank's `/mocker/cache` block for block. Then: streaming is
 incremental, prefix-cache metrics count hits, bad requests get OpenAI-shaped errors, and a
-multimodal mocker's events let kvrouter
-match image blocks.
+multimodal mocker's events let kvrouter match image blocks.
 
 usage: mocker_test.py KVROUTER_BINARY MOCKER_BINARY
 """
