@@ -35,9 +35,9 @@ def main():
     for phase in ("before restart", "after restart"):
         for step in range(300):
             for e in engines:
-                # Drop ~10% of live batches, never the last one (a lost tail shows no gap) and
-                # never batch 0 after a restart (the one restart signal).
-                drop = 0 < step < 299 and e.rng.random() < 0.10
+                # Drop ~10% of live batches, never the last one (a lost tail shows no gap), and
+                # the first three after a restart (as when the router's SUB reconnects late).
+                drop = step < 299 and (e.rng.random() < 0.10 or (phase == "after restart" and step < 3))
                 e.publish_step(drop=drop)
             if step % 50 == 0:
                 time.sleep(0.02)
