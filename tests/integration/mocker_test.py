@@ -91,6 +91,14 @@ def main():
                     status, _ = m.request("POST", "/v1/completions",
                                           {"model": "m", "prompt": prompt(group, round_, hash(name) % 97), "max_tokens": 2})
                     sent += status == 200
+            if round_ == 1:
+                # One certain gap whatever the 25 % drops do: a batch dropped, the next delivered.
+                for drop_pct, group in ((100, 7), (0, 8)):
+                    mockers["m0"].request("POST", "/mocker/faults", {"drop_batches_pct": drop_pct})
+                    mockers["m0"].request("POST", "/v1/completions",
+                                          {"model": "m", "prompt": prompt(group, 7, 7), "max_tokens": 1})
+                    time.sleep(0.1)  # published under this setting
+                mockers["m0"].request("POST", "/mocker/faults", {"drop_batches_pct": 25})
             if round_ == 3:
                 # A restart whose first batches are lost, as when the router's SUB reconnects to a
                 # restarted engine late: the next live sequence, lower than the last one, shows the
