@@ -3,7 +3,7 @@
 /// for every live or replayed batch, whether to apply it, skip it, hold it while a replay fills
 /// a gap, or clear the worker's index entries first. The transport (ZMQ sockets, timers) lives
 /// in actors/kv_subscriber; this class only sees sequence numbers and opaque payloads, so it is
-/// tested under simulated loss, duplication and reordering.
+/// tested under simulated loss, late live copies of replayed batches, and engine restarts.
 ///
 /// Live batches come over one ZeroMQ PUB/SUB connection per publisher, which loses messages
 /// but never duplicates or reorders them. So a live sequence number at or below the last live
