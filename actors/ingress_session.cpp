@@ -423,8 +423,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
     timed_out_ = false;
     ++server_.counters.worker_failures;
     upstream_.reset();
-    if (routed_locally_) thread_.report(set_->scorer, {lifecycle_event::kind::worker_failed, request_id_, worker_, 0});
-    else caf::anon_send(set_->scorer, worker_failed_atom_v, request_id_, worker_);
+    tell_scorer(lifecycle_event::kind::worker_failed);
     if (client_gone_) {
       ++server_.counters.client_disconnects;
       return close();
@@ -458,7 +457,6 @@ class session final : public std::enable_shared_from_this<session>, public timed
     if (!keep_alive_) head_ += "Connection: close\r\n";
     head_ += "\r\n";
     head_pending_ = true;
-    answered_ = true;  // the worker answered: from here on, never retry
     ++server_.counters.proxied;
     ++server_.counters.proxied_in_flight;
     status_class_ = response.result_int() / 100;
@@ -486,7 +484,6 @@ class session final : public std::enable_shared_from_this<session>, public timed
     if (!head_pending_ || client_gone_)
       return abort_stream(client_gone_ ? request_outcome::client_disconnected : request_outcome::worker_error);
     --server_.counters.proxied_in_flight;
-    answered_ = false;
     upstream_failed_before_answer(ec);
   }
 
@@ -497,8 +494,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
     // one read needs no separate message: finishing releases the prefill too.)
     if (bytes > 0 && !first_token_sent_ && !last) {
       first_token_sent_ = true;
-      if (routed_locally_) thread_.report(set_->scorer, {lifecycle_event::kind::first_token, request_id_, worker_, 0});
-      else caf::anon_send(set_->scorer, first_token_atom_v, request_id_);
+      tell_scorer(lifecycle_event::kind::first_token);
     }
     std::array<asio::const_buffer, 5> out;
     std::size_t n = 0;
@@ -543,9 +539,19 @@ class session final : public std::enable_shared_from_this<session>, public timed
   }
 
   /// The request ended, however it ended: the scorer releases its load.
-  void release_booking() {
-    if (routed_locally_) thread_.report(set_->scorer, {lifecycle_event::kind::finished, request_id_, worker_, 0});
-    else caf::anon_send(set_->scorer, finished_atom_v, request_id_);
+  void release_booking() { tell_scorer(lifecycle_event::kind::finished); }
+
+  /// A step of this request's life, for the scorer's loads: batched through the thread when
+  /// the thread routed it, else a message of its own.
+  void tell_scorer(lifecycle_event::kind what) {
+    if (routed_locally_) return thread_.report(set_->scorer, {what, request_id_, worker_, 0});
+    switch (what) {
+      case lifecycle_event::kind::first_token: return caf::anon_send(set_->scorer, first_token_atom_v, request_id_);
+      case lifecycle_event::kind::finished: return caf::anon_send(set_->scorer, finished_atom_v, request_id_);
+      case lifecycle_event::kind::worker_failed:
+        return caf::anon_send(set_->scorer, worker_failed_atom_v, request_id_, worker_);
+      case lifecycle_event::kind::booked: return;  // the scorer booked it when it decided
+    }
   }
 
   /// While a request is routed and proxied, the pending read of the client notices it going
@@ -587,7 +593,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
     routing_.reset();
     table_.reset();
     set_ = nullptr;
-    answered_ = first_token_sent_ = client_gone_ = timed_out_ = false;
+    first_token_sent_ = client_gone_ = timed_out_ = false;
     begin_request();
   }
 
@@ -635,9 +641,8 @@ class session final : public std::enable_shared_from_this<session>, public timed
   std::array<char, 16384> chunk_{};
   std::string chunk_size_line_;
   bool chunked_ = false;
-  bool head_pending_ = false;  ///< the answer's head is not yet written to the client
+  bool head_pending_ = false;  ///< the answer's head is not yet written to the client (once it is, never retry)
   bool writing_client_ = false;
-  bool answered_ = false;
   bool first_token_sent_ = false;
   bool client_gone_ = false;
   bool timed_out_ = false;  ///< the deadline sweep cut the upstream connection

@@ -72,20 +72,14 @@ pids+=($!)
 router_pid=$!
 sleep 1
 
-# The latency phase paces each connection (1 ms between its requests): an offered rate, not a
-# closed loop that saturates at a handful of connections.
-cat > "$work/paced.lua" <<'LUA'
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = '{"model":"m","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write a haiku about caches."}],"max_tokens":32}'
-function delay() return 1 end
-LUA
-
 cat > "$work/post.lua" <<'LUA'
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.body = '{"model":"m","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Write a haiku about caches."}],"max_tokens":32}'
 LUA
+# The latency phase paces each connection (1 ms between its requests): an offered rate, not a
+# closed loop that saturates at a handful of connections.
+{ cat "$work/post.lua"; echo 'function delay() return 1 end'; } > "$work/paced.lua"
 
 ticks=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
