@@ -1,6 +1,6 @@
 #pragma once
 /// Command-line parsing for `kvrouter`: the router-config flags are generated from the knob
-/// table in core/router_config, so flags and config-file keys cannot drift apart.
+/// table in core/config/router_config, so flags and config-file keys cannot drift apart.
 
 #include <cstdint>
 #include <expected>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/router_config.hpp"
+#include "core/config/router_config.hpp"
 
 namespace kvr::cli {
 

@@ -13,8 +13,8 @@
 
 #include "app/commands.hpp"
 #include "app/flags.hpp"
-#include "core/kv_event_json.hpp"
-#include "core/kv_wire.hpp"
+#include "core/kv/kv_event_json.hpp"
+#include "core/kv/kv_wire.hpp"
 
 namespace kvr::cli {
 namespace {

@@ -10,12 +10,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/kv_subscriber.hpp"
-#include "actors/runtime.hpp"
-#include "actors/scorer.hpp"
+#include "actors/sources/kv_subscriber.hpp"
+#include "actors/pipeline/runtime.hpp"
+#include "actors/pipeline/scorer.hpp"
 #include "app/commands.hpp"
 #include "app/flags.hpp"
-#include "core/worker_spec.hpp"
+#include "core/config/worker_spec.hpp"
 
 namespace kvr::cli {
 namespace {

@@ -10,8 +10,8 @@
 
 #include "app/commands.hpp"
 #include "app/flags.hpp"
-#include "core/chat_template.hpp"
-#include "core/tokenizer.hpp"
+#include "core/prompt/chat_template.hpp"
+#include "core/prompt/tokenizer.hpp"
 
 namespace kvr::cli {
 

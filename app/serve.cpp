@@ -1,6 +1,6 @@
 /// Serving: `kvrouter --model NAME --worker SPEC ...` (one worker set from the command line),
 /// `kvrouter --config FILE` or `kvrouter --etcd URL`. Wires the HTTP ingress to the watcher
-/// actor, which builds every set's pipeline from its effective config (actors/watcher.hpp).
+/// actor, which builds every set's pipeline from its effective config (actors/pipeline/watcher.hpp).
 
 #include <csignal>
 #include <iostream>
@@ -10,12 +10,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/http_ingress.hpp"
-#include "actors/runtime.hpp"
-#include "actors/watcher.hpp"
+#include "actors/http/http_ingress.hpp"
+#include "actors/pipeline/runtime.hpp"
+#include "actors/pipeline/watcher.hpp"
 #include "app/cli.hpp"
 #include "app/commands.hpp"
-#include "core/router_file.hpp"
+#include "core/config/router_file.hpp"
 
 namespace kvr::cli {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "app/commands.hpp"
 #include "app/flags.hpp"
-#include "core/tokenizer.hpp"
+#include "core/prompt/tokenizer.hpp"
 
 namespace kvr::cli {
 

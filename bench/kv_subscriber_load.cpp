@@ -19,9 +19,9 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
-#include "actors/kv_subscriber.hpp"
-#include "actors/runtime.hpp"
-#include "actors/scorer.hpp"
+#include "actors/sources/kv_subscriber.hpp"
+#include "actors/pipeline/runtime.hpp"
+#include "actors/pipeline/scorer.hpp"
 #include "bench/micro/kv_encode.hpp"
 #include "bench/micro/workload.hpp"
 

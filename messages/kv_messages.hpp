@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "core/kv_event.hpp"
+#include "core/kv/kv_event.hpp"
 
 namespace kvr {
 

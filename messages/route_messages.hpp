@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/openai.hpp"
+#include "core/prompt/openai.hpp"
 
 namespace kvr {
 

@@ -10,12 +10,12 @@
 
 #include <caf/all.hpp>
 
-#include "core/router_file.hpp"
+#include "core/config/router_file.hpp"
 #include "messages/kv_messages.hpp"
 #include "messages/route_messages.hpp"
 
 namespace kvr {
-/// Card JSON by etcd key (actors/etcd_source.hpp has the source).
+/// Card JSON by etcd key (actors/sources/etcd_source.hpp has the source).
 using etcd_cards = std::map<std::string, std::string>;
 }  // namespace kvr
 

@@ -17,7 +17,7 @@
 #include "app/bench/load_client.hpp"
 #include "app/bench/report.hpp"
 #include "app/flags.hpp"
-#include "core/base64.hpp"
+#include "core/media/base64.hpp"
 #include "core/loadgen/stats.hpp"
 #include "core/loadgen/workload.hpp"
 

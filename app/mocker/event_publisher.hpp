@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/kv_encode.hpp"
+#include "core/kv/kv_encode.hpp"
 
 namespace kvr::mocker {
 

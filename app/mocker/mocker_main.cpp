@@ -15,7 +15,7 @@
 #include "app/mocker/event_publisher.hpp"
 #include "app/mocker/http_server.hpp"
 #include "app/mocker/openai_mock.hpp"
-#include "core/worker_spec.hpp"
+#include "core/config/worker_spec.hpp"
 
 namespace kvr::mocker {
 namespace {

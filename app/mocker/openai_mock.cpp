@@ -1,6 +1,6 @@
 #include "app/mocker/openai_mock.hpp"
 
-#include "core/mm_splice.hpp"
+#include "core/prompt/mm_splice.hpp"
 
 #include <array>
 

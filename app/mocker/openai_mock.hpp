@@ -14,10 +14,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "core/block_hash.hpp"
-#include "core/chat_template.hpp"
-#include "core/router_file.hpp"
-#include "core/tokenizer.hpp"
+#include "core/kv/block_hash.hpp"
+#include "core/prompt/chat_template.hpp"
+#include "core/config/router_file.hpp"
+#include "core/prompt/tokenizer.hpp"
 
 namespace kvr::mocker {
 

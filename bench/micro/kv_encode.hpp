@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "core/kv_encode.hpp"
+#include "core/kv/kv_encode.hpp"
 
 namespace kvr::bench {
 

@@ -4,8 +4,8 @@
 
 #include "bench/micro/kv_encode.hpp"
 #include "bench/micro/workload.hpp"
-#include "core/kv_apply.hpp"
-#include "core/kv_wire.hpp"
+#include "core/kv/kv_apply.hpp"
+#include "core/kv/kv_wire.hpp"
 
 namespace kvr::bench {
 namespace {

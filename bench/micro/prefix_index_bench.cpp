@@ -8,7 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include "bench/micro/workload.hpp"
-#include "core/prefix_index.hpp"
+#include "core/routing/prefix_index.hpp"
 
 namespace kvr::bench {
 namespace {

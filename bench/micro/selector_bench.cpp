@@ -3,7 +3,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "core/selector/selector.hpp"
+#include "core/routing/selector/selector.hpp"
 
 namespace kvr {
 namespace {

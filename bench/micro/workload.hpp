@@ -5,8 +5,8 @@
 #include <random>
 #include <vector>
 
-#include "core/block_hash.hpp"
-#include "core/kv_event.hpp"
+#include "core/kv/block_hash.hpp"
+#include "core/kv/kv_event.hpp"
 
 namespace kvr::bench {
 

@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/kv_event.hpp"
+#include "core/kv/kv_event.hpp"
 #include "core/mocker/paged_cache.hpp"
 
 namespace kvr::mocker {

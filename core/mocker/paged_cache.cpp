@@ -4,7 +4,7 @@
 
 #include <xxhash.h>
 
-#include "core/block_hash.hpp"
+#include "core/kv/block_hash.hpp"
 
 namespace kvr::mocker {
 

@@ -16,8 +16,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/block_hash.hpp"
-#include "core/kv_event.hpp"
+#include "core/kv/block_hash.hpp"
+#include "core/kv/kv_event.hpp"
 
 namespace kvr::mocker {
 

@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/kv_apply.hpp"
-#include "core/kv_wire.hpp"
+#include "core/kv/kv_apply.hpp"
+#include "core/kv/kv_wire.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static kvr::kv_wire_decoder decoder;

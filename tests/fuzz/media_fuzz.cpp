@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "core/media.hpp"
+#include "core/media/media.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::uint8_t> bytes(data, size);

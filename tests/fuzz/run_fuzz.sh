@@ -18,16 +18,16 @@ binary="$work/${target}_fuzz"
 
 case "$target" in
   kv_wire)
-    sources=(tests/fuzz/kv_wire_fuzz.cpp core/msgpack_tape.cpp core/kv_wire.cpp core/kv_apply.cpp
-             core/prefix_index.cpp core/block_hash.cpp)
+    sources=(tests/fuzz/kv_wire_fuzz.cpp core/kv/msgpack_tape.cpp core/kv/kv_wire.cpp core/kv/kv_apply.cpp
+             core/routing/prefix_index.cpp core/kv/block_hash.cpp)
     libs=(-lfmt -lxxhash) ;;
   media)
-    sources=(tests/fuzz/media_fuzz.cpp core/media.cpp core/base64.cpp core/router_file.cpp core/router_config.cpp
-             core/worker_spec.cpp)
+    sources=(tests/fuzz/media_fuzz.cpp core/media/media.cpp core/media/base64.cpp core/config/router_file.cpp core/config/router_config.cpp
+             core/config/worker_spec.cpp)
     libs=(-lfmt -lxxhash -lwebp -lcrypto) ;;
   *) echo "unknown fuzz target $target" >&2; exit 2 ;;
 esac
-newest=$(cd "$repo" && ls -t "${sources[@]}" core/*.hpp | head -1)
+newest=$(cd "$repo" && ls -t "${sources[@]}" core/*/*.hpp | head -1)
 if [ ! -x "$binary" ] || [ "$repo/$newest" -nt "$binary" ]; then
   (cd "$repo" && clang++-16 -std=c++2b -Wno-macro-redefined -D__cpp_concepts=202002L -O1 -g \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. "${sources[@]}" \

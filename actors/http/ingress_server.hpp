@@ -1,0 +1,127 @@
+#pragma once
+/// Ingress internals shared by the server (actors/http/http_ingress.cpp: threads, listeners, the
+/// routing table, /metrics) and its connections (actors/http/ingress_session.cpp). Not part of the
+/// ingress's interface: include actors/http/http_ingress.hpp instead.
+
+#include <utility>  // before Asio under g++ 12
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+
+#include "actors/http/http_ingress.hpp"
+#include "actors/http/local_routing.hpp"
+#include "core/prompt/openai.hpp"
+
+namespace kvr {
+namespace ingress {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using clock_type = std::chrono::steady_clock;
+
+/// Counters for /metrics, shared by all I/O threads.
+struct counters {
+  std::atomic<std::uint64_t> connections{0};
+  std::atomic<std::uint64_t> open_connections{0};
+  std::atomic<std::uint64_t> proxied{0};
+  std::atomic<std::uint64_t> proxied_in_flight{0};
+  std::atomic<std::uint64_t> retries{0};
+  std::atomic<std::uint64_t> stale_connection_retries{0};
+  std::atomic<std::uint64_t> worker_failures{0};
+  std::atomic<std::uint64_t> worker_timeouts{0};
+  std::atomic<std::uint64_t> client_disconnects{0};
+  std::atomic<std::uint64_t> dry_runs{0};
+  std::array<std::atomic<std::uint64_t>, 6> responses_by_class{};  ///< index = status / 100
+  std::atomic<std::uint64_t> overloaded{0};
+};
+
+/// A keep-alive connection to a worker, pooled per I/O thread between requests.
+struct upstream_connection {
+  explicit upstream_connection(asio::io_context& io) : socket(io) {}
+  tcp::socket socket;
+  boost::beast::flat_buffer buffer;
+};
+
+/// Something on an I/O thread with a deadline (a client connection). Per-operation Asio timers
+/// cost a timer-queue update per socket call; instead each thread sweeps its connections a few
+/// times a second and tells those past their deadline.
+class timed {
+ public:
+  virtual ~timed() = default;
+  /// The deadline passed: give up on whatever the connection waits for.
+  virtual void on_deadline() = 0;
+  clock_type::time_point deadline = clock_type::time_point::max();
+};
+
+/// What one I/O thread owns: its io_context, acceptor, idle upstream connections, JSON parser,
+/// its connections' deadlines, and the routing it does itself.
+struct io_thread {
+  explicit io_thread(std::uint64_t seed) : local(seed) {}
+
+  /// Swept for deadlines. Declared before `io`: destroying `io` destroys the handlers that own
+  /// the last connections, whose destructors leave this list.
+  std::list<timed*> connections;
+  asio::io_context io{1};
+  std::optional<tcp::acceptor> acceptor;
+  asio::steady_timer accept_backoff{io};  ///< after a failed accept (e.g. out of descriptors)
+  std::unordered_map<std::string, std::vector<std::unique_ptr<upstream_connection>>> idle;  ///< by worker URL
+  request_parser json;
+  local_router local;
+  lifecycle_reporter lifecycle;
+  asio::steady_timer lifecycle_timer{io};
+  asio::steady_timer sweep_timer{io};
+
+  [[nodiscard]] std::unique_ptr<upstream_connection> take_idle(const std::string& url);
+  void give_back(const std::string& url, std::unique_ptr<upstream_connection> connection);
+  /// Reports a step of a request this thread routed itself. A worker failure goes out at once
+  /// (with everything before it), so the scorer marks the worker before the retry's pick.
+  void report(const scorer_actor& scorer, const lifecycle_event& event);
+  /// Starts the periodic deadline sweep (every `period`).
+  void sweep_every(std::chrono::milliseconds period);
+};
+
+}  // namespace ingress
+
+struct http_ingress::impl {
+  ingress_settings settings;
+  ingress::counters counters;  ///< before `threads`: connections count themselves out when destroyed
+  std::vector<std::unique_ptr<ingress::io_thread>> threads;
+  std::mutex table_mutex;
+  std::shared_ptr<const routing_table> table = std::make_shared<routing_table>();
+  /// Resolved addresses of worker hosts, by "host:port" (resolved when a table is installed).
+  std::map<std::string, std::vector<ingress::tcp::endpoint>> resolved;
+  std::atomic<std::uint64_t> next_request_id{1};
+  std::uint16_t bound_port = 0;
+
+  std::shared_ptr<const routing_table> current_table() {
+    std::lock_guard lock(table_mutex);
+    return table;
+  }
+  std::vector<ingress::tcp::endpoint> endpoints_of(const worker_target& target) {
+    std::lock_guard lock(table_mutex);
+    auto it = resolved.find(target.host + ":" + target.port);
+    return it == resolved.end() ? std::vector<ingress::tcp::endpoint>{} : it->second;
+  }
+
+  void accept(ingress::io_thread& thread);
+  std::string metrics_text();
+};
+
+namespace ingress {
+/// Serves one accepted client connection until it closes (actors/http/ingress_session.cpp).
+void serve_connection(http_ingress::impl& server, io_thread& thread, tcp::socket socket);
+}  // namespace ingress
+
+}  // namespace kvr

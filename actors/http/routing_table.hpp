@@ -1,0 +1,60 @@
+#pragma once
+/// The immutable table ingress routes by: model -> worker set (its actors, effective config,
+/// workers). Built when the set of worker sets changes, swapped in whole.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/pipeline/hasher.hpp"
+#include "actors/pipeline/scorer.hpp"
+#include "core/config/router_config.hpp"
+
+namespace kvr {
+
+/// A worker as ingress proxies to it.
+struct worker_target {
+  std::string name;
+  std::string url;        ///< base URL, e.g. http://10.0.0.5:8000 (a path prefix is kept)
+  std::string host;
+  std::string port;
+  std::string base_path;  ///< "" or e.g. "/engine-a"
+  std::string host_header;  ///< "host:port", sent as Host
+};
+
+/// Splits `http://host:port/prefix` into a target; nullopt-like empty host on a bad URL.
+[[nodiscard]] worker_target make_worker_target(std::string name, const std::string& url);
+
+struct worker_set_route {
+  std::string name;
+  std::string model;
+  router_config config;  ///< the set's effective config
+  std::vector<worker_target> workers;
+  scorer_actor scorer;
+  std::vector<hasher_actor> hashers;  ///< empty: the set does not score prefix overlap
+  bool hashes_text = false;           ///< the hashers have a tokenizer (text prompts can be hashed)
+  bool hashes_chat = false;           ///< ... and a chat template (chat requests can be hashed)
+  bool fetches_media = false;         ///< the set has a media fetcher (multimodal, overlap scored)
+  /// The hashers' counters; every set has them, at zero where the gate spawns no hashers.
+  std::shared_ptr<kvr::hasher_counters> hashing = std::make_shared<kvr::hasher_counters>();
+  std::shared_ptr<scorer_snapshot_cell> snapshot;
+  /// Routing decisions in flight (ingress bounds it; beyond, 503 at once).
+  std::shared_ptr<std::atomic<std::uint32_t>> routing_in_flight = std::make_shared<std::atomic<std::uint32_t>>(0);
+  /// Round-robin position shared by the I/O threads (round-robin is decided in ingress).
+  std::shared_ptr<std::atomic<std::uint64_t>> round_robin_ticket = std::make_shared<std::atomic<std::uint64_t>>(0);
+};
+
+struct routing_table {
+  std::vector<worker_set_route> sets;
+  std::string sets_json = R"({"sets":[]})";  ///< `GET /v1/router/sets`: what `kvrouter explain` prints
+
+  [[nodiscard]] const worker_set_route* find(std::string_view model) const {
+    for (const worker_set_route& set : sets)
+      if (set.model == model) return &set;
+    return nullptr;
+  }
+};
+
+}  // namespace kvr

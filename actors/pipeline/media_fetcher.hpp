@@ -1,0 +1,65 @@
+#pragma once
+/// A worker set's media fetcher: the dimensions of images named by URL, without downloading
+/// them whole. Created only for sets whose effective config scores prefix overlap and whose card
+/// has a `multimodal` section (the watcher decides); elsewhere it does not exist.
+///
+/// Each URL is fetched with an HTTP Range request for its first 4 KiB, then 64 KiB if the
+/// header does not fit (a 206, or a 200 whose whole body fits, is accepted), over kept-alive
+/// connections pooled per host. Results are cached
+/// by URL (bounded, LRU, with a TTL); concurrent requests for one URL share one fetch; at most
+/// `max_concurrent` fetches run at once (the rest queue); each has a timeout. URLs must be
+/// http or https (certificates verified against the system's CAs and the host name, SNI
+/// sent), and resolve to public addresses unless `allow_private` (core/media/fetch_policy), checked
+/// again after each of at most 3 redirects. A thread owns the I/O; callbacks run on it.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <expected>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/media/media.hpp"
+
+namespace kvr {
+
+struct media_fetch_settings {
+  std::chrono::milliseconds timeout{10000};  ///< per fetch, redirects included
+  std::size_t max_concurrent = 32;
+  std::size_t cache_entries = 4096;
+  std::chrono::seconds cache_ttl{600};
+  bool allow_private = false;  ///< --media-allow-private: loopback and private addresses too
+  std::size_t max_redirects = 3;
+  std::string ca_file;  ///< --media-ca-file: trust these certificates too (besides the system's)
+};
+
+struct media_fetch_counters {
+  std::atomic<std::uint64_t> lookups{0};       ///< URLs asked for
+  std::atomic<std::uint64_t> cache_hits{0};    ///< answered from the cache (or a fetch in flight)
+  std::atomic<std::uint64_t> http_requests{0}; ///< range requests sent
+  std::atomic<std::uint64_t> refusals{0};      ///< scheme or address not allowed
+  std::atomic<std::uint64_t> failures{0};      ///< network errors, timeouts, bad statuses, not an image
+};
+
+class media_fetcher {
+ public:
+  using result = std::expected<image_dims, std::string>;
+  using callback = std::function<void(const result&)>;
+
+  media_fetcher(media_fetch_settings settings, std::shared_ptr<media_fetch_counters> counters);
+  ~media_fetcher();
+  media_fetcher(const media_fetcher&) = delete;
+  media_fetcher& operator=(const media_fetcher&) = delete;
+
+  /// Calls `done` exactly once, on the fetcher's thread, with the image's dimensions or why not.
+  void fetch(std::string url, callback done);
+
+  struct impl;  ///< (the fetch operations of media_fetcher.cpp use it)
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace kvr

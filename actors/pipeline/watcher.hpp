@@ -1,0 +1,53 @@
+#pragma once
+/// The watcher: owns the worker sets' pipelines and keeps them in step with the discovery
+/// sources. It resolves each set's effective config once per change, spawns what the gate says
+/// (the scorer always; hashers only where prefix overlap is scored; a KV subscriber only where
+/// KV events are used; health checks), retires what a change removes, and publishes an
+/// immutable routing table for ingress to swap in (docs/configuration.md).
+
+#include <chrono>
+#include <expected>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "actors/sources/etcd_source.hpp"
+#include "actors/sources/health_checker.hpp"
+#include "actors/pipeline/media_fetcher.hpp"
+#include "actors/http/routing_table.hpp"
+#include "core/config/router_file.hpp"
+
+namespace kvr {
+
+/// How every set's pipeline is built.
+struct pipeline_settings {
+  std::size_t hashers = 2;
+  std::chrono::milliseconds unhealthy_backoff{5000};
+  std::chrono::seconds index_grace{60};
+  std::string kv_bind;        ///< bind one KV-event SUB here instead of connecting to kv= endpoints
+  health_settings health;     ///< interval 0 = no active health checks
+  media_fetch_settings media;  ///< the media fetchers of multimodal sets that score overlap
+};
+
+struct watcher_settings {
+  pipeline_settings pipeline;
+  std::string config_path;    ///< polled for edits when set
+  router_config etcd_global;  ///< with etcd: the global config the cards are resolved against
+  /// Installs a new routing table (ingress); called on the watcher's thread.
+  std::function<void(std::shared_ptr<const routing_table>)> publish;
+};
+
+using watcher_actor = caf::typed_actor<
+    /// Start serving `file`; answers "" or why it could not.
+    caf::replies_to<apply_atom, std::shared_ptr<const router_file>>::with<std::string>,
+    /// etcd's prefix as it now stands.
+    caf::reacts_to<std::shared_ptr<const etcd_cards>>,
+    /// Poll the config file, retire old pipelines.
+    caf::reacts_to<tick_atom>>;
+
+watcher_actor spawn_watcher(caf::actor_system& system, watcher_settings settings);
+
+/// Reads and parses a config file; the error names the file.
+[[nodiscard]] std::expected<router_file, std::string> load_router_file(const std::string& path);
+
+}  // namespace kvr

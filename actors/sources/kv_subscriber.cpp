@@ -1,0 +1,285 @@
+#include "actors/sources/kv_subscriber.hpp"
+
+#include <pthread.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "core/kv/kv_wire.hpp"
+
+namespace kvr {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+constexpr std::uint64_t replay_end_marker = ~std::uint64_t{0};
+
+std::uint64_t read_be64(const zmq::message_t& frame) {
+  std::uint64_t value = 0;
+  const auto* bytes = static_cast<const std::uint8_t*>(frame.data());
+  for (std::size_t i = 0; i < 8; ++i) value = (value << 8) | bytes[i];
+  return value;
+}
+
+zmq::message_t be64_frame(std::uint64_t value) {
+  zmq::message_t frame(8);
+  auto* bytes = static_cast<std::uint8_t*>(frame.data());
+  for (int i = 7; i >= 0; --i, value >>= 8) bytes[i] = static_cast<std::uint8_t>(value);
+  return frame;
+}
+
+std::span<const std::uint8_t> bytes_of(const zmq::message_t& frame) {
+  return {static_cast<const std::uint8_t*>(frame.data()), frame.size()};
+}
+
+void set_reconnect_backoff(zmq::socket_t& socket) {
+  socket.set(zmq::sockopt::reconnect_ivl, 100);
+  socket.set(zmq::sockopt::reconnect_ivl_max, 5000);
+  socket.set(zmq::sockopt::linger, 0);
+}
+
+}  // namespace
+
+struct kv_subscriber::impl {
+  struct publisher_state {
+    kv_publisher config;
+    seq_tracker<kv_batch> tracker;
+    std::unique_ptr<zmq::socket_t> sub;     // connect mode only
+    std::unique_ptr<zmq::socket_t> replay;  // open while a replay runs
+    clock_type::time_point replay_deadline{};
+    kv_publisher_stats stats;
+
+    explicit publisher_state(kv_publisher p)
+        : config(std::move(p)), tracker(!config.replay_endpoint.empty()) { stats.name = config.name; }
+  };
+
+  kv_subscriber_settings settings;
+  sink deliver;
+  zmq::context_t context{1};
+  std::unique_ptr<zmq::socket_t> bound_sub;  // bind mode only
+  std::vector<std::unique_ptr<publisher_state>> publishers;
+  kv_wire_decoder decoder;
+  std::shared_ptr<kv_update_list> pending = std::make_shared<kv_update_list>();
+  std::atomic<bool> stopping{false};
+  mutable std::mutex stats_mutex;
+  std::vector<kv_publisher_stats> published_stats;  // copied from the thread after each round
+  clock_type::time_point next_stats_{};
+  std::thread thread;
+
+  impl(kv_subscriber_settings s, sink d) : settings(std::move(s)), deliver(std::move(d)) {
+    for (const kv_publisher& p : settings.publishers) publishers.push_back(std::make_unique<publisher_state>(p));
+    if (!settings.bind_endpoint.empty()) {
+      bound_sub = std::make_unique<zmq::socket_t>(context, zmq::socket_type::sub);
+      set_reconnect_backoff(*bound_sub);
+      bound_sub->set(zmq::sockopt::rcvhwm, 100000);
+      for (const auto& p : publishers) bound_sub->set(zmq::sockopt::subscribe, p->config.topic);
+      try {
+        bound_sub->bind(settings.bind_endpoint);
+      } catch (const zmq::error_t& e) {
+        throw std::runtime_error(fmt::format("cannot bind KV-event endpoint {}: {}", settings.bind_endpoint, e.what()));
+      }
+    } else {
+      for (auto& p : publishers) {
+        p->sub = std::make_unique<zmq::socket_t>(context, zmq::socket_type::sub);
+        set_reconnect_backoff(*p->sub);
+        p->sub->set(zmq::sockopt::rcvhwm, 100000);
+        p->sub->set(zmq::sockopt::subscribe, p->config.topic);
+        try {
+          p->sub->connect(p->config.endpoint);
+        } catch (const zmq::error_t& e) {
+          throw std::runtime_error(fmt::format("cannot connect to KV-event endpoint {} of {}: {}", p->config.endpoint,
+                                               p->config.name, e.what()));
+        }
+      }
+    }
+    publish_stats();
+    thread = std::thread([this] {
+      pthread_setname_np(pthread_self(), "kvr-kv-sub");  // visible in top -H and /proc
+      run();
+    });
+  }
+
+  ~impl() {
+    stopping = true;
+    if (thread.joinable()) thread.join();
+  }
+
+  void stop_and_publish() {
+    stopping = true;
+    if (thread.joinable()) thread.join();
+    publish_stats();
+  }
+
+  void run() {
+    std::vector<zmq::pollitem_t> items;
+    std::vector<std::pair<publisher_state*, bool>> owners;  // (publisher or null for bound sub, is replay)
+    while (!stopping) {
+      items.clear();
+      owners.clear();
+      if (bound_sub) {
+        items.push_back({static_cast<void*>(*bound_sub), 0, ZMQ_POLLIN, 0});
+        owners.emplace_back(nullptr, false);
+      }
+      for (auto& p : publishers) {
+        if (p->sub) {
+          items.push_back({static_cast<void*>(*p->sub), 0, ZMQ_POLLIN, 0});
+          owners.emplace_back(p.get(), false);
+        }
+        if (p->replay) {
+          items.push_back({static_cast<void*>(*p->replay), 0, ZMQ_POLLIN, 0});
+          owners.emplace_back(p.get(), true);
+        }
+      }
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(50));
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        if (!(items[i].revents & ZMQ_POLLIN)) continue;
+        auto [publisher, is_replay] = owners[i];
+        if (is_replay) drain_replay(*publisher);
+        else if (publisher) drain_live(*publisher->sub, publisher);
+        else drain_live(*bound_sub, nullptr);
+      }
+      check_replay_deadlines();
+      flush();
+      if (clock_type::now() >= next_stats_) {
+        publish_stats();
+        next_stats_ = clock_type::now() + std::chrono::milliseconds(20);
+      }
+    }
+  }
+
+  /// The publisher a bind-mode message came from: the longest configured topic prefixing it.
+  publisher_state* publisher_for_topic(std::string_view topic) {
+    publisher_state* best = nullptr;
+    for (auto& p : publishers)
+      if (topic.starts_with(p->config.topic) && (!best || p->config.topic.size() > best->config.topic.size())) best = p.get();
+    return best;
+  }
+
+  void drain_live(zmq::socket_t& socket, publisher_state* fixed) {
+    std::vector<zmq::message_t> frames;
+    for (std::size_t n = 0; n < settings.max_batches_per_delivery; ++n) {
+      frames.clear();
+      if (!zmq::recv_multipart(socket, std::back_inserter(frames), zmq::recv_flags::dontwait)) return;
+      publisher_state* p = fixed ? fixed : (frames.empty() ? nullptr : publisher_for_topic(frames[0].to_string_view()));
+      if (p == nullptr) continue;  // bind mode: a topic no configured publisher owns
+      if (frames.size() != 3 || frames[1].size() != 8) {
+        ++p->stats.decode_errors;
+        continue;
+      }
+      ++p->stats.live_batches;
+      kv_batch batch = decode(*p, frames[2]);
+      apply_action(*p, p->tracker.on_live(read_be64(frames[1]), batch), batch);
+    }
+  }
+
+  void drain_replay(publisher_state& p) {
+    std::vector<zmq::message_t> frames;
+    while (p.replay) {
+      frames.clear();
+      if (!zmq::recv_multipart(*p.replay, std::back_inserter(frames), zmq::recv_flags::dontwait)) return;
+      // ["", seq, payload] (SGLang, older vLLM) or ["", topic, seq, payload] (newer vLLM).
+      if (frames.size() < 3 || frames.size() > 4 || frames[frames.size() - 2].size() != 8) {
+        ++p.stats.decode_errors;
+        continue;
+      }
+      const std::uint64_t seq = read_be64(frames[frames.size() - 2]);
+      if (seq == replay_end_marker) {
+        end_replay(p, true);
+        return;
+      }
+      ++p.stats.replay_batches;
+      kv_batch batch = decode(p, frames.back());
+      apply_action(p, p.tracker.on_replay(seq, batch), batch);
+    }
+  }
+
+  kv_batch decode(publisher_state& p, const zmq::message_t& payload) {
+    kv_batch batch;
+    if (!decoder.decode_batch(bytes_of(payload), batch)) {
+      // The sequence number still counts; the batch's events are lost and counted.
+      ++p.stats.decode_errors;
+      batch = kv_batch{};
+    }
+    return batch;
+  }
+
+  void apply_action(publisher_state& p, seq_action action, kv_batch& batch) {
+    switch (action) {
+      case seq_action::apply: pending->push_back({p.config.worker, false, std::move(batch)}); break;
+      case seq_action::clear_and_apply: pending->push_back({p.config.worker, true, std::move(batch)}); break;
+      case seq_action::request_replay: request_replay(p); break;
+      case seq_action::clear_and_request_replay:
+        pending->push_back({p.config.worker, true, kv_batch{}});  // the restarted engine's cache starts empty
+        request_replay(p);
+        break;
+      case seq_action::hold:
+      case seq_action::skip_duplicate: break;
+    }
+  }
+
+  void request_replay(publisher_state& p) {
+    // A fresh DEALER per replay: replies of an abandoned replay can never be misread.
+    p.replay = std::make_unique<zmq::socket_t>(context, zmq::socket_type::dealer);
+    p.replay->set(zmq::sockopt::linger, 0);
+    try {
+      p.replay->connect(p.config.replay_endpoint);
+      std::array<zmq::message_t, 2> request{zmq::message_t(), be64_frame(p.tracker.replay_from())};
+      zmq::send_multipart(*p.replay, request, zmq::send_flags::dontwait);
+    } catch (const zmq::error_t&) {
+      end_replay(p, false);
+      return;
+    }
+    p.replay_deadline = clock_type::now() + settings.replay_timeout;
+  }
+
+  void end_replay(publisher_state& p, bool completed) {
+    p.replay.reset();
+    std::vector<kv_batch> held;
+    const auto outcome = p.tracker.on_replay_end(completed, held);
+    bool clear = outcome.clear_first;
+    for (kv_batch& batch : held) {
+      pending->push_back({p.config.worker, clear, std::move(batch)});
+      clear = false;
+    }
+    if (clear) pending->push_back({p.config.worker, true, kv_batch{}});
+    if (outcome.replay_again) request_replay(p);
+  }
+
+  void check_replay_deadlines() {
+    const auto now = clock_type::now();
+    for (auto& p : publishers)
+      if (p->replay && now >= p->replay_deadline) end_replay(*p, false);
+  }
+
+  void flush() {
+    if (pending->empty()) return;
+    deliver(std::move(pending));
+    pending = std::make_shared<kv_update_list>();
+  }
+
+  void publish_stats() {
+    std::lock_guard lock(stats_mutex);
+    published_stats.clear();
+    for (auto& p : publishers) {
+      p->stats.sequence = p->tracker.counters();
+      published_stats.push_back(p->stats);
+    }
+  }
+};
+
+kv_subscriber::kv_subscriber(kv_subscriber_settings settings, sink deliver)
+    : impl_(std::make_unique<impl>(std::move(settings), std::move(deliver))) {}
+
+kv_subscriber::~kv_subscriber() = default;
+
+void kv_subscriber::stop() { impl_->stop_and_publish(); }
+
+std::vector<kv_publisher_stats> kv_subscriber::stats() const {
+  std::lock_guard lock(impl_->stats_mutex);
+  return impl_->published_stats;
+}
+
+}  // namespace kvr

@@ -1,0 +1,78 @@
+#pragma once
+/// The KV-event subscriber of one worker set: a thread that owns the set's ZeroMQ sockets,
+/// decodes every batch, runs each publisher's sequence tracker (replaying gaps through a
+/// DEALER), and hands ordered batches to a sink, many per call.
+///
+/// Topologies (docs/kv-events.md): connect one SUB per publisher endpoint (engines that bind,
+/// vLLM's default `tcp://*:5557`), or bind one SUB that engines connect to and tell publishers
+/// apart by topic prefix. Reconnection uses libzmq's own capped exponential backoff
+/// (ZMQ_RECONNECT_IVL 100 ms doubling up to ZMQ_RECONNECT_IVL_MAX 5 s).
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/kv/kv_event.hpp"
+#include "core/kv/seq_tracker.hpp"
+#include "core/config/worker_spec.hpp"
+#include "messages/kv_messages.hpp"
+
+namespace kvr {
+
+/// One KV-event publisher: an engine, or one data-parallel rank of it.
+struct kv_publisher {
+  worker_id worker = 0;
+  std::string name;             ///< for logs and counters, e.g. "w0" or "w0/dp1"
+  std::string endpoint;         ///< connect mode: the engine's PUB endpoint; unused in bind mode
+  std::string replay_endpoint;  ///< the engine's ROUTER replay endpoint; empty = none
+  std::string topic;            ///< subscription prefix (connect) or source prefix (bind)
+};
+
+/// A publisher of a worker spec, as index id `index` of its set.
+inline kv_publisher to_kv_publisher(const publisher_spec& spec, worker_id index) {
+  return {.worker = index, .name = spec.name, .endpoint = spec.endpoint, .replay_endpoint = spec.replay_endpoint,
+          .topic = spec.topic};
+}
+
+struct kv_subscriber_settings {
+  std::vector<kv_publisher> publishers;
+  std::string bind_endpoint;  ///< non-empty: bind one SUB here instead of connecting
+  std::chrono::milliseconds replay_timeout{5000};
+  std::size_t max_batches_per_delivery = 256;
+};
+
+/// Per-publisher counters, readable from any thread.
+struct kv_publisher_stats {
+  std::string name;
+  std::uint64_t live_batches = 0;
+  std::uint64_t replay_batches = 0;
+  std::uint64_t decode_errors = 0;  ///< payloads or frames that could not be decoded (dropped)
+  seq_counters sequence;
+};
+
+class kv_subscriber {
+ public:
+  using sink = std::function<void(kv_updates)>;
+
+  /// Opens the sockets and starts the thread. Throws std::runtime_error with the endpoint
+  /// named if a socket cannot be bound or connected (bad config is fatal at start-up).
+  kv_subscriber(kv_subscriber_settings settings, sink deliver);
+  ~kv_subscriber();
+  kv_subscriber(const kv_subscriber&) = delete;
+  kv_subscriber& operator=(const kv_subscriber&) = delete;
+
+  /// Stops the thread (idempotent); the last batches have been delivered when it returns.
+  void stop();
+
+  [[nodiscard]] std::vector<kv_publisher_stats> stats() const;
+
+ private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace kvr

@@ -1,0 +1,237 @@
+#include "core/config/router_file.hpp"
+
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace kvr {
+namespace {
+
+using json = nlohmann::json;
+
+std::unexpected<config_error> fail(std::string message) { return std::unexpected(config_error{std::move(message)}); }
+
+/// Rejects keys outside `allowed`: a misspelt key must not silently fall back to a default.
+std::expected<void, config_error> only_keys(const json& object, std::initializer_list<std::string_view> allowed,
+                                            std::string_view where) {
+  for (const auto& [key, value] : object.items()) {
+    bool known = false;
+    for (std::string_view name : allowed) known |= key == name;
+    if (!known) return fail(fmt::format("{}: unknown key \"{}\"", where, key));
+  }
+  return {};
+}
+
+template <class T>
+std::expected<T, config_error> get(const json& object, std::string_view key, std::string_view where, T fallback) {
+  const auto it = object.find(key);
+  if (it == object.end()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    return fail(fmt::format("{}: \"{}\" has the wrong type ({})", where, key, it->dump()));
+  }
+}
+
+std::expected<std::uint32_t, config_error> get_count(const json& object, std::string_view key, std::string_view where,
+                                                     std::uint32_t fallback) {
+  const auto it = object.find(key);
+  if (it == object.end()) return fallback;
+  if (!it->is_number_unsigned() || it->get<std::uint64_t>() > UINT32_MAX)
+    return fail(fmt::format("{}: \"{}\" must be a non-negative integer (got {})", where, key, it->dump()));
+  return it->get<std::uint32_t>();
+}
+
+std::expected<worker_spec, config_error> parse_worker(const json& object, std::string_view where) {
+  if (!object.is_object()) return fail(fmt::format("{}: each worker must be an object", where));
+  if (auto keys = only_keys(object, {"id", "url", "kv_events", "replay", "topic", "dp_size"}, where); !keys)
+    return std::unexpected(keys.error());
+  auto url = get<std::string>(object, "url", where, "");
+  if (!url) return std::unexpected(url.error());
+  if (url->empty()) return fail(fmt::format("{}: \"url\" is required", where));
+  // The same checks as a command-line worker: build its spec text and parse it.
+  std::string spec = *url;
+  for (const char* key : {"kv_events", "replay", "topic", "id"}) {
+    auto value = get<std::string>(object, key, where, "");
+    if (!value) return std::unexpected(value.error());
+    if (value->empty()) continue;
+    if (value->find(',') != std::string::npos) return fail(fmt::format("{}: \"{}\" must not contain ','", where, key));
+    spec += fmt::format(",{}={}", std::string_view(key) == "kv_events" ? "kv" : key, *value);
+  }
+  auto dp = get_count(object, "dp_size", where, 1);
+  if (!dp) return std::unexpected(dp.error());
+  spec += fmt::format(",dp={}", *dp);
+  auto parsed = parse_worker_spec(spec);
+  if (!parsed) return fail(fmt::format("{}: {}", where, parsed.error().message));
+  return *parsed;
+}
+
+std::expected<multimodal_card, config_error> parse_multimodal(const json& object, std::string_view where) {
+  if (!object.is_object()) return fail(fmt::format("{}: \"multimodal\" must be an object", where));
+  if (auto keys = only_keys(object, {"image_token_id", "token_count"}, where); !keys) return std::unexpected(keys.error());
+  multimodal_card card;
+  auto token = get_count(object, "image_token_id", where, 0);
+  if (!token) return std::unexpected(token.error());
+  if (!object.contains("image_token_id")) return fail(fmt::format("{}: multimodal needs \"image_token_id\"", where));
+  card.image_token_id = *token;
+  if (auto it = object.find("token_count"); it != object.end()) {
+    const std::string inner = fmt::format("{}.token_count", where);
+    if (!it->is_object()) return fail(fmt::format("{} must be an object", inner));
+    if (auto keys = only_keys(*it, {"rule", "patch_size", "merge_size", "tokens", "min_pixels", "max_pixels"}, inner); !keys)
+      return std::unexpected(keys.error());
+    auto rule = get<std::string>(*it, "rule", inner, "qwen2-vl");
+    if (!rule) return std::unexpected(rule.error());
+    if (*rule != "qwen2-vl" && *rule != "fixed")
+      return fail(fmt::format("{}: unknown rule \"{}\" (expected qwen2-vl or fixed)", inner, *rule));
+    card.rule = *rule;
+    for (auto [key, field] : {std::pair{"patch_size", &card.patch_size}, std::pair{"merge_size", &card.merge_size},
+                              std::pair{"tokens", &card.fixed_tokens}}) {
+      auto value = get_count(*it, key, inner, *field);
+      if (!value) return std::unexpected(value.error());
+      if (*value == 0) return fail(fmt::format("{}: \"{}\" must be at least 1", inner, key));
+      *field = *value;
+    }
+    for (auto [key, field] : {std::pair{"min_pixels", &card.min_pixels}, std::pair{"max_pixels", &card.max_pixels}}) {
+      auto value = get<std::uint64_t>(*it, key, inner, *field);
+      if (!value) return std::unexpected(value.error());
+      *field = *value;
+    }
+    if (card.min_pixels > card.max_pixels) return fail(fmt::format("{}: min_pixels exceeds max_pixels", inner));
+  }
+  return card;
+}
+
+std::expected<worker_set_card, config_error> parse_card(const json& object, std::size_t index) {
+  std::string where = fmt::format("worker_sets[{}]", index);
+  if (!object.is_object()) return fail(fmt::format("{} must be an object", where));
+  worker_set_card card;
+  auto name = get<std::string>(object, "name", where, "");
+  if (!name) return std::unexpected(name.error());
+  if (name->empty()) return fail(fmt::format("{}: \"name\" is required", where));
+  card.name = *name;
+  where = fmt::format("worker set \"{}\"", card.name);
+  if (auto keys = only_keys(object, {"name", "model", "block_size", "tokenizer", "tokenizer_config",
+                                     "chat_template_fallback", "multimodal", "workers", "router_config"},
+                            where);
+      !keys)
+    return std::unexpected(keys.error());
+  auto model = get<std::string>(object, "model", where, "");
+  if (!model) return std::unexpected(model.error());
+  if (model->empty()) return fail(fmt::format("{}: \"model\" is required", where));
+  card.model = *model;
+  auto block_size = get_count(object, "block_size", where, 16);
+  if (!block_size) return std::unexpected(block_size.error());
+  if (*block_size == 0) return fail(fmt::format("{}: block_size must be at least 1 token (got 0)", where));
+  card.block_size = *block_size;
+  for (auto [key, field] : {std::pair{"tokenizer", &card.tokenizer}, std::pair{"tokenizer_config", &card.tokenizer_config}}) {
+    auto value = get<std::string>(object, key, where, "");
+    if (!value) return std::unexpected(value.error());
+    *field = *value;
+  }
+  auto fallback = get<std::string>(object, "chat_template_fallback", where, "none");
+  if (!fallback) return std::unexpected(fallback.error());
+  if (*fallback != "none" && *fallback != "concat")
+    return fail(fmt::format("{}: chat_template_fallback must be \"none\" or \"concat\" (got \"{}\")", where, *fallback));
+  card.chat_template_fallback_concat = *fallback == "concat";
+  if (!card.tokenizer_config.empty() && card.tokenizer.empty())
+    return fail(fmt::format("{}: tokenizer_config needs a tokenizer (the rendered chat is tokenized to route)", where));
+  if (auto it = object.find("multimodal"); it != object.end() && !it->is_null()) {
+    auto mm = parse_multimodal(*it, where);
+    if (!mm) return std::unexpected(mm.error());
+    card.multimodal = *mm;
+  }
+  const auto workers = object.find("workers");
+  if (workers == object.end() || !workers->is_array() || workers->empty())
+    return fail(fmt::format("{}: \"workers\" must be a non-empty array", where));
+  std::set<std::string> ids;
+  for (std::size_t w = 0; w < workers->size(); ++w) {
+    auto worker = parse_worker((*workers)[w], fmt::format("{} worker {}", where, w));
+    if (!worker) return std::unexpected(worker.error());
+    if (worker->id.empty()) worker->id = worker_name(*worker, w);
+    if (!ids.insert(worker->id).second) return fail(fmt::format("{}: two workers have the id \"{}\"", where, worker->id));
+    card.workers.push_back(std::move(*worker));
+  }
+  if (auto it = object.find("router_config"); it != object.end() && !it->is_null()) {
+    if (it->contains("block_size"))
+      return fail(fmt::format("{}: block_size belongs to the card, not to its router_config", where));
+    auto override_config = router_config_from_json(*it);
+    if (!override_config) return fail(fmt::format("{}: router_config: {}", where, override_config.error().message));
+    card.router_config_override = *override_config;
+  }
+  return card;
+}
+
+}  // namespace
+
+std::expected<router_file, config_error> parse_router_file(std::string_view text) {
+  json document = json::parse(text, nullptr, false);
+  if (document.is_discarded()) return fail("the config file is not valid JSON");
+  return parse_router_document(document);
+}
+
+std::expected<router_file, config_error> parse_router_document(const json& document) {
+  if (!document.is_object()) return fail("the config file must hold a JSON object");
+  if (auto keys = only_keys(document, {"router", "worker_sets"}, "config file"); !keys) return std::unexpected(keys.error());
+  router_file file;
+  if (auto it = document.find("router"); it != document.end()) {
+    auto global = router_config_from_json(*it);
+    if (!global) return fail(fmt::format("router: {}", global.error().message));
+    file.router = *global;
+  }
+  if (auto valid = validate(file.router); !valid) return fail(fmt::format("router: {}", valid.error().message));
+  const auto sets = document.find("worker_sets");
+  if (sets == document.end() || !sets->is_array()) return fail("\"worker_sets\" must be an array");
+  std::set<std::string> names, models;
+  for (std::size_t i = 0; i < sets->size(); ++i) {
+    auto card = parse_card((*sets)[i], i);
+    if (!card) return std::unexpected(card.error());
+    if (!names.insert(card->name).second) return fail(fmt::format("two worker sets are named \"{}\"", card->name));
+    if (!models.insert(card->model).second) return fail(fmt::format("two worker sets serve the model \"{}\"", card->model));
+    if (auto valid = validate(effective_config(file, *card)); !valid)
+      return fail(fmt::format("worker set \"{}\": {}", card->name, valid.error().message));
+    file.sets.push_back(std::move(*card));
+  }
+  return file;
+}
+
+router_config effective_config(const router_file& file, const worker_set_card& card) {
+  return resolve_effective_config(file.router, card.router_config_override, card.block_size);
+}
+
+reload_plan plan_reload(const router_file& current, const router_file& next) {
+  reload_plan plan;
+  auto find = [](const router_file& file, const std::string& name) -> const worker_set_card* {
+    for (const worker_set_card& card : file.sets)
+      if (card.name == name) return &card;
+    return nullptr;
+  };
+  for (const worker_set_card& card : next.sets) {
+    const worker_set_card* old = find(current, card.name);
+    if (old != nullptr && *old == card && effective_config(current, *old) == effective_config(next, card)) {
+      plan.keep.push_back(card.name);
+    } else {
+      if (old != nullptr) plan.stop.push_back(card.name);
+      plan.start.push_back(card.name);
+    }
+  }
+  for (const worker_set_card& card : current.sets)
+    if (find(next, card.name) == nullptr) plan.stop.push_back(card.name);
+  return plan;
+}
+
+nlohmann::json explain(const router_file& file) {
+  json sets = json::array();
+  for (const worker_set_card& card : file.sets) {
+    const router_config config = effective_config(file, card);
+    sets.push_back({{"name", card.name},
+                    {"model", card.model},
+                    {"effective_router_config", to_json(config)},
+                    {"uses_prefix_overlap", uses_prefix_overlap(config)},
+                    {"kv_events_subscribed", should_subscribe_to_kv_events(config)},
+                    {"mm_routing_enabled", uses_prefix_overlap(config)}});
+  }
+  return {{"sets", std::move(sets)}};
+}
+
+}  // namespace kvr

@@ -1,0 +1,85 @@
+#include "core/config/worker_spec.hpp"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace kvr {
+
+std::string worker_name(const worker_spec& spec, std::size_t index) {
+  return spec.id.empty() ? fmt::format("w{}", index) : spec.id;
+}
+
+std::vector<publisher_spec> expand_publishers(const std::vector<worker_spec>& workers) {
+  std::vector<publisher_spec> publishers;
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    const worker_spec& w = workers[i];
+    const std::string name = worker_name(w, i);
+    for (std::uint32_t rank = 0; rank < w.dp_size; ++rank) {
+      const int offset = static_cast<int>(rank);
+      publishers.push_back({.worker = static_cast<std::uint32_t>(i),
+                            .name = w.dp_size > 1 ? fmt::format("{}/dp{}", name, rank) : name,
+                            .endpoint = endpoint_with_port_offset(w.kv_events, offset),
+                            .replay_endpoint = w.replay.empty() ? std::string{} : endpoint_with_port_offset(w.replay, offset),
+                            .topic = w.topic});
+    }
+  }
+  return publishers;
+}
+
+std::string endpoint_with_port_offset(const std::string& endpoint, int offset) {
+  if (offset == 0 || endpoint.empty()) return endpoint;
+  const auto colon = endpoint.rfind(':');
+  const std::string port = colon == std::string::npos ? std::string() : endpoint.substr(colon + 1);
+  if (!endpoint.starts_with("tcp://") || port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos)
+    return endpoint + "-" + std::to_string(offset);  // ipc://PATH: rank r listens on PATH-r
+  return endpoint.substr(0, colon + 1) + std::to_string(std::stoi(port) + offset);
+}
+
+std::expected<worker_spec, config_error> parse_worker_spec(std::string_view text) {
+  auto fail = [&](std::string why) {
+    return std::unexpected(config_error{fmt::format("worker \"{}\": {}", text, why)});
+  };
+  worker_spec spec;
+  std::size_t start = 0;
+  bool first = true;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::string_view part = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    start = comma == std::string_view::npos ? text.size() + 1 : comma + 1;
+    if (first) {
+      first = false;
+      if (!part.starts_with("http://") && !part.starts_with("https://"))
+        return fail("must start with the worker's http:// URL");
+      spec.url = std::string(part);
+      while (spec.url.ends_with('/')) spec.url.pop_back();
+      continue;
+    }
+    const std::size_t eq = part.find('=');
+    if (eq == std::string_view::npos) return fail(fmt::format("\"{}\" is not key=value", part));
+    const std::string_view key = part.substr(0, eq);
+    const std::string_view value = part.substr(eq + 1);
+    if (key == "kv" || key == "replay") {
+      if (!value.starts_with("tcp://") && !value.starts_with("ipc://") && !value.starts_with("inproc://"))
+        return fail(fmt::format("{} must be a ZeroMQ endpoint such as tcp://host:5557", key));
+      (key == "kv" ? spec.kv_events : spec.replay) = std::string(value);
+    } else if (key == "dp") {
+      std::uint32_t n = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc{} || end != value.data() + value.size() || n == 0 || n > 1024)
+        return fail("dp must be a rank count from 1 to 1024");
+      spec.dp_size = n;
+    } else if (key == "id") {
+      if (value.empty()) return fail("id must not be empty");
+      spec.id = std::string(value);
+    } else if (key == "topic") {
+      spec.topic = std::string(value);
+    } else {
+      return fail(fmt::format("unknown key \"{}\" (expected kv, replay, dp, id or topic)", key));
+    }
+  }
+  return spec;
+}
+
+}  // namespace kvr

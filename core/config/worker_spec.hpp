@@ -1,0 +1,54 @@
+#pragma once
+/// The command-line description of one worker:
+///
+///     URL[,kv=ENDPOINT][,replay=ENDPOINT][,dp=N][,id=NAME][,topic=TOPIC]
+///
+/// e.g. `http://10.0.0.5:8000,kv=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5600,dp=2`.
+/// With `dp=N`, rank r publishes on the KV and replay ports + r (docs/kv-events.md).
+
+#include <cstdint>
+#include <expected>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config/router_config.hpp"
+
+namespace kvr {
+
+struct worker_spec {
+  std::string id;               ///< empty = the caller names it (w0, w1, ...)
+  std::string url;              ///< the worker's OpenAI HTTP base URL
+  std::string kv_events;        ///< ZMQ endpoint of its KV-event publisher; empty = none
+  std::string replay;           ///< ZMQ endpoint of its replay socket; empty = none
+  std::string topic;            ///< KV-event topic prefix (default: all topics)
+  std::uint32_t dp_size = 1;    ///< data-parallel ranks
+
+  friend bool operator==(const worker_spec&, const worker_spec&) = default;
+};
+
+/// The name a worker goes by: its `id=`, else `w<index>`.
+[[nodiscard]] std::string worker_name(const worker_spec& spec, std::size_t index);
+
+/// One KV-event publisher of a worker: the worker itself, or one data-parallel rank of it
+/// (rank r on the KV and replay ports + r, named `NAME/dpR`).
+struct publisher_spec {
+  std::uint32_t worker = 0;  ///< index of its worker in the list given to expand_publishers
+  std::string name;
+  std::string endpoint;      ///< empty when the worker has no kv= endpoint (bind mode)
+  std::string replay_endpoint;
+  std::string topic;
+};
+
+/// Every publisher of `workers`, in order (worker by worker, rank by rank).
+[[nodiscard]] std::vector<publisher_spec> expand_publishers(const std::vector<worker_spec>& workers);
+
+/// Rank `offset`'s endpoint: `tcp://host:5557` with the port moved by `offset` (data-parallel
+/// rank r publishes on port + r); other transports (`ipc://PATH`) get `-offset` appended, as
+/// kvrouter-mocker names its ranks' sockets.
+[[nodiscard]] std::string endpoint_with_port_offset(const std::string& endpoint, int offset);
+
+/// Parses one spec; errors name the bad part.
+[[nodiscard]] std::expected<worker_spec, config_error> parse_worker_spec(std::string_view text);
+
+}  // namespace kvr

@@ -1,0 +1,71 @@
+#include "core/kv/kv_apply.hpp"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+namespace kvr {
+
+void apply_batch(prefix_index& index, worker_id worker, const kv_batch& batch, kv_event_counters& counters) {
+  ++counters.batches;
+  counters.unknown_events += batch.unknown_events;
+  counters.malformed_events += batch.malformed_events;
+  for (const kv_event& event : batch.events) {
+    if (const auto* stored = std::get_if<kv_stored>(&event)) {
+      ++counters.stored_events;
+      if (!is_gpu_tier(stored->medium)) {
+        ++counters.other_tier_events;
+      } else if (stored->token_ids.size() != stored->block_hashes.size() * stored->block_size) {
+        ++counters.partial_blocks;
+      } else if (!index.apply_stored(worker, *stored)) {
+        ++counters.dropped_stored;
+      }
+    } else if (const auto* removed = std::get_if<kv_removed>(&event)) {
+      ++counters.removed_events;
+      if (!is_gpu_tier(removed->medium)) ++counters.other_tier_events;
+      else index.apply_removed(worker, *removed);
+    } else {
+      ++counters.cleared_events;
+      index.apply_cleared(worker);
+    }
+  }
+}
+
+nlohmann::json to_json(const kv_event_counters& c) {
+  return {{"batches", c.batches},
+          {"stored_events", c.stored_events},
+          {"removed_events", c.removed_events},
+          {"cleared_events", c.cleared_events},
+          {"unknown_events", c.unknown_events},
+          {"malformed_events", c.malformed_events},
+          {"other_tier_events", c.other_tier_events},
+          {"partial_blocks", c.partial_blocks},
+          {"dropped_stored", c.dropped_stored}};
+}
+
+nlohmann::json to_json(const index_counters& c) {
+  return {{"stored_blocks", c.stored_blocks},       {"removed_blocks", c.removed_blocks},
+          {"cleared", c.cleared},                   {"unknown_parent", c.unknown_parent},
+          {"unknown_removed", c.unknown_removed},   {"malformed_stored", c.malformed_stored},
+          {"evicted_entries", c.evicted_entries},   {"predicted_blocks", c.predicted_blocks},
+          {"expired_blocks", c.expired_blocks}};
+}
+
+nlohmann::json dump_index(const prefix_index& index, std::span<const std::string> worker_names) {
+  nlohmann::json workers = nlohmann::json::array();
+  std::vector<std::uint64_t> hashes;
+  for (worker_id w = 0; w < worker_names.size(); ++w) {
+    hashes.clear();
+    index.collect_worker_blocks(w, hashes);
+    std::sort(hashes.begin(), hashes.end());
+    nlohmann::json as_text = nlohmann::json::array();  // u64 as strings: JSON readers lose precision
+    for (std::uint64_t h : hashes) as_text.push_back(std::to_string(h));
+    workers.push_back({{"worker", worker_names[w]}, {"blocks", hashes.size()}, {"sequence_hashes", std::move(as_text)}});
+  }
+  return {{"total_blocks", index.total_blocks()},
+          {"memory_bytes", index.memory_bytes()},
+          {"workers", std::move(workers)},
+          {"index_counters", to_json(index.counters())}};
+}
+
+}  // namespace kvr

@@ -1,0 +1,40 @@
+#pragma once
+/// Applies decoded KV-event batches of one worker to a prefix index: GPU-tier events of full
+/// blocks go in; events for other tiers (CPU, disk, ...) and partial blocks are counted and
+/// kept out, since the index models what a worker can serve from its GPU cache.
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/kv/kv_event.hpp"
+#include "core/routing/prefix_index.hpp"
+
+namespace kvr {
+
+/// Per-worker event counters (what the workers sent, as opposed to what the index did).
+struct kv_event_counters {
+  std::uint64_t batches = 0;
+  std::uint64_t stored_events = 0;
+  std::uint64_t removed_events = 0;
+  std::uint64_t cleared_events = 0;
+  std::uint64_t unknown_events = 0;    ///< tags the router does not know
+  std::uint64_t malformed_events = 0;  ///< known tags with wrong fields
+  std::uint64_t other_tier_events = 0; ///< events for CPU / disk tiers, not indexed
+  std::uint64_t partial_blocks = 0;    ///< stored events whose tokens do not fill their blocks
+  std::uint64_t dropped_stored = 0;    ///< stored events the index refused (unknown parent, block size)
+};
+
+/// Applies `batch`, reported by `worker`, to `index`, counting into `counters`.
+void apply_batch(prefix_index& index, worker_id worker, const kv_batch& batch, kv_event_counters& counters);
+
+[[nodiscard]] nlohmann::json to_json(const kv_event_counters& counters);
+[[nodiscard]] nlohmann::json to_json(const index_counters& counters);
+
+/// The index's contents for operators and tests: per worker (named by `worker_names[id]`),
+/// its block count and sorted sequence hashes, plus the index counters.
+[[nodiscard]] nlohmann::json dump_index(const prefix_index& index, std::span<const std::string> worker_names);
+
+}  // namespace kvr

@@ -1,0 +1,66 @@
+#pragma once
+/// KV-cache events as the router's core sees them, independent of the wire encoding
+/// (core/kv/kv_wire decodes vLLM / SGLang msgpack into these; docs/kv-events.md has the format).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace kvr {
+
+/// Dense id of a worker (or one DP rank of a worker) inside its worker set's index.
+using worker_id = std::uint32_t;
+
+/// An image attached to one block of a stored event (`extra_keys`).
+struct block_image_hash {
+  std::uint32_t block = 0;  ///< index into the event's blocks
+  std::uint64_t hash = 0;   ///< the image's 64-bit hash (same as the request side computes)
+  std::int64_t offset = 0;  ///< the image's start relative to the block (engines' offset; may be < 0)
+  std::string identifier;   ///< the engine's identifier, as sent (for operators' dumps)
+};
+
+/// `BlockStored`: the worker cached these full blocks. Engine hashes are opaque identities used
+/// only to link parents and apply removals; the router hashes `token_ids` itself.
+struct kv_stored {
+  std::vector<std::uint64_t> block_hashes;        ///< engine hash per block
+  std::optional<std::uint64_t> parent_block_hash;  ///< engine hash of the block before; none at sequence start
+  std::vector<std::uint32_t> token_ids;           ///< block_hashes.size() * block_size tokens
+  std::uint32_t block_size = 0;
+  std::string lora_name;                          ///< empty = base model
+  std::string cache_salt;                         ///< empty = none; applies to a sequence's first block
+  std::vector<block_image_hash> images;           ///< image hashes per block, from extra_keys
+  std::optional<std::int64_t> lora_id;            ///< deprecated engine field, kept for dumps
+  std::string medium;                             ///< storage tier; empty = not sent (GPU)
+  std::optional<std::int64_t> group_idx;          ///< KV-cache group (hybrid models)
+  std::string kv_cache_spec_kind;                 ///< e.g. full_attention; empty = not sent
+  std::optional<std::int64_t> sliding_window;
+};
+
+/// `BlockRemoved`: the worker evicted these blocks.
+struct kv_removed {
+  std::vector<std::uint64_t> block_hashes;
+  std::string medium;                     ///< storage tier; empty = not sent (GPU)
+  std::optional<std::int64_t> group_idx;
+};
+
+/// `AllBlocksCleared`: the worker reset its prefix cache.
+struct kv_cleared {};
+
+using kv_event = std::variant<kv_stored, kv_removed, kv_cleared>;
+
+/// One published batch: what one engine scheduler step produced.
+struct kv_batch {
+  double timestamp = 0;                 ///< engine wall clock, seconds
+  std::optional<std::int64_t> dp_rank;  ///< data-parallel rank, when sent
+  std::vector<kv_event> events;
+  std::uint32_t unknown_events = 0;     ///< events with a tag this router does not know (skipped)
+  std::uint32_t malformed_events = 0;   ///< known events whose fields are wrong (skipped)
+  std::string first_error;              ///< what was wrong with the first malformed event
+};
+
+/// Whether an event's tier is the GPU cache the prefix index models: "GPU" or not sent.
+[[nodiscard]] inline bool is_gpu_tier(const std::string& medium) { return medium.empty() || medium == "GPU"; }
+
+}  // namespace kvr

@@ -1,0 +1,280 @@
+#include "core/prompt/openai.hpp"
+
+#include <limits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <simdjson.h>
+
+namespace kvr {
+namespace {
+
+using namespace simdjson;
+
+std::unexpected<api_error> invalid(std::string message, std::string param = {}) {
+  return std::unexpected(api_error{api_errc::invalid_request, std::move(message), std::move(param)});
+}
+
+std::string_view type_of(api_errc code) {
+  switch (code) {
+    case api_errc::invalid_json:
+    case api_errc::invalid_request:
+    case api_errc::body_too_large:
+    case api_errc::method_not_allowed:
+    case api_errc::not_found: return "invalid_request_error";
+    case api_errc::unknown_model: return "invalid_request_error";
+    case api_errc::too_many_requests: return "rate_limit_error";
+    case api_errc::no_worker_available:
+    case api_errc::overloaded: return "service_unavailable";
+    case api_errc::worker_failed:
+    case api_errc::worker_timeout: return "upstream_error";
+  }
+  return "api_error";
+}
+
+std::string_view code_of(api_errc code) {
+  switch (code) {
+    case api_errc::invalid_json: return "invalid_json";
+    case api_errc::invalid_request: return "invalid_request";
+    case api_errc::not_found: return "not_found";
+    case api_errc::unknown_model: return "model_not_found";
+    case api_errc::method_not_allowed: return "method_not_allowed";
+    case api_errc::body_too_large: return "body_too_large";
+    case api_errc::too_many_requests: return "too_many_requests";
+    case api_errc::no_worker_available: return "no_worker_available";
+    case api_errc::overloaded: return "overloaded";
+    case api_errc::worker_failed: return "worker_failed";
+    case api_errc::worker_timeout: return "worker_timeout";
+  }
+  return "error";
+}
+
+/// `content`: a string, or an array of parts (`text`, `image_url`).
+std::expected<void, api_error> read_content(ondemand::value content, chat_message& message) {
+  ondemand::json_type type;
+  if (content.type().get(type)) return invalid("messages: malformed content", "messages");
+  if (type == ondemand::json_type::null) return {};
+  if (type == ondemand::json_type::string) {
+    std::string_view text;
+    if (content.get_string().get(text)) return invalid("messages: content must be a string or an array", "messages");
+    message.text = text;
+    return {};
+  }
+  ondemand::array parts;
+  if (content.get_array().get(parts)) return invalid("messages: content must be a string or an array", "messages");
+  for (auto part_result : parts) {
+    ondemand::object part;
+    if (part_result.get_object().get(part)) return invalid("messages: each content part must be an object", "messages");
+    std::string_view part_type, text, url;
+    for (auto field : part) {
+      std::string_view key;
+      if (field.unescaped_key().get(key)) return invalid("messages: malformed content part", "messages");
+      if (key == "type") {
+        if (field.value().get_string().get(part_type)) return invalid("messages: a part's type must be a string", "messages");
+      } else if (key == "text") {
+        if (field.value().get_string().get(text)) return invalid("messages: a text part's text must be a string", "messages");
+        message.text += text;
+      } else if (key == "image_url") {
+        ondemand::value image = field.value();
+        ondemand::json_type image_type;
+        if (image.type().get(image_type)) return invalid("messages: malformed image_url", "messages");
+        if (image_type == ondemand::json_type::string) {
+          if (image.get_string().get(url)) return invalid("messages: malformed image_url", "messages");
+        } else {
+          ondemand::object image_object;
+          if (image.get_object().get(image_object)) return invalid("messages: image_url must be an object", "messages");
+          if (image_object["url"].get_string().get(url)) return invalid("messages: image_url.url must be a string", "messages");
+        }
+        message.image_urls.emplace_back(url);
+      }
+    }
+  }
+  return {};
+}
+
+std::expected<void, api_error> read_messages(ondemand::value value, routing_request& request) {
+  ondemand::array messages;
+  if (value.get_array().get(messages)) return invalid("messages must be an array", "messages");
+  for (auto item : messages) {
+    ondemand::object object;
+    if (item.get_object().get(object)) return invalid("each message must be an object", "messages");
+    chat_message& message = request.messages.emplace_back();
+    for (auto field : object) {
+      std::string_view key;
+      if (field.unescaped_key().get(key)) return invalid("messages: malformed key", "messages");
+      if (key == "role") {
+        std::string_view role;
+        if (field.value().get_string().get(role)) return invalid("messages: role must be a string", "messages");
+        message.role = role;
+      } else if (key == "content") {
+        if (auto read = read_content(field.value(), message); !read) return read;
+      }
+    }
+    if (message.role.empty()) return invalid("each message needs a role", "messages");
+  }
+  if (request.messages.empty()) return invalid("messages must not be empty", "messages");
+  return {};
+}
+
+/// `prompt`: a string, an array of strings (the first routes), an array of token ids, or an
+/// array of token-id arrays (the first routes).
+std::expected<void, api_error> read_prompt(ondemand::value value, routing_request& request) {
+  ondemand::json_type type;
+  if (value.type().get(type)) return invalid("malformed prompt", "prompt");
+  if (type == ondemand::json_type::string) {
+    std::string_view text;
+    if (value.get_string().get(text)) return invalid("malformed prompt", "prompt");
+    request.prompt_text = text;
+    return {};
+  }
+  ondemand::array items;
+  if (type != ondemand::json_type::array || value.get_array().get(items))
+    return invalid("prompt must be a string, an array of strings or an array of token ids", "prompt");
+  bool first = true;
+  for (auto item : items) {
+    ondemand::json_type item_type;
+    if (item.type().get(item_type)) return invalid("malformed prompt", "prompt");
+    if (item_type == ondemand::json_type::number) {
+      std::uint64_t token = 0;
+      if (item.get_uint64().get(token) || token > std::numeric_limits<std::uint32_t>::max())
+        return invalid("prompt token ids must be integers in 0..2^32-1", "prompt");
+      request.prompt_token_ids.push_back(static_cast<std::uint32_t>(token));
+    } else if (item_type == ondemand::json_type::string) {
+      std::string_view text;
+      if (item.get_string().get(text)) return invalid("malformed prompt", "prompt");
+      if (first) request.prompt_text = text;
+    } else if (item_type == ondemand::json_type::array) {
+      ondemand::array tokens;
+      if (item.get_array().get(tokens)) return invalid("malformed prompt", "prompt");
+      for (auto token_value : tokens) {
+        std::uint64_t token = 0;
+        if (token_value.get_uint64().get(token) || token > std::numeric_limits<std::uint32_t>::max())
+          return invalid("prompt token ids must be integers in 0..2^32-1", "prompt");
+        if (first) request.prompt_token_ids.push_back(static_cast<std::uint32_t>(token));
+      }
+    } else {
+      return invalid("prompt must be a string, an array of strings or an array of token ids", "prompt");
+    }
+    first = false;
+  }
+  return {};
+}
+
+}  // namespace
+
+int http_status(api_errc code) {
+  switch (code) {
+    case api_errc::invalid_json:
+    case api_errc::invalid_request: return 400;
+    case api_errc::not_found:
+    case api_errc::unknown_model: return 404;
+    case api_errc::method_not_allowed: return 405;
+    case api_errc::body_too_large: return 413;
+    case api_errc::too_many_requests: return 429;
+    case api_errc::no_worker_available:
+    case api_errc::overloaded: return 503;
+    case api_errc::worker_failed: return 502;
+    case api_errc::worker_timeout: return 504;
+  }
+  return 500;
+}
+
+std::string error_body(const api_error& error) {
+  return nlohmann::json{{"error",
+                         {{"message", error.message},
+                          {"type", type_of(error.code)},
+                          {"param", error.param.empty() ? nlohmann::json(nullptr) : nlohmann::json(error.param)},
+                          {"code", code_of(error.code)}}}}
+      .dump();
+}
+
+struct request_parser::impl {
+  ondemand::parser parser;
+  ondemand::parser inner_parser;  ///< walks the `messages` array kept verbatim
+};
+
+const std::size_t request_parser::padding = SIMDJSON_PADDING;
+request_parser::request_parser() : impl_(std::make_unique<impl>()) {}
+request_parser::~request_parser() = default;
+
+std::expected<routing_request, api_error> request_parser::parse(api_endpoint endpoint, std::string_view body,
+                                                                std::size_t capacity) {
+  ondemand::parser& parser = impl_->parser;
+  routing_request request;
+  request.endpoint = endpoint;
+  auto bad_json = [](std::string_view what) {
+    return std::unexpected(api_error{api_errc::invalid_json, fmt::format("the body is not valid JSON: {}", what), {}});
+  };
+  if (capacity < body.size() + SIMDJSON_PADDING) return bad_json("internal: body buffer lacks padding");
+  ondemand::document document;
+  if (auto error = parser.iterate(body.data(), body.size(), capacity).get(document)) return bad_json(error_message(error));
+  ondemand::object object;
+  if (document.get_object().get(object)) return bad_json("expected a JSON object");
+
+  bool has_prompt = false;
+  for (auto field_result : object) {
+    ondemand::field field;
+    if (auto error = std::move(field_result).get(field)) return bad_json(error_message(error));
+    std::string_view key;
+    if (auto error = field.unescaped_key().get(key)) return bad_json(error_message(error));
+    if (key == "model") {
+      std::string_view model;
+      if (field.value().get_string().get(model)) return invalid("model must be a string", "model");
+      request.model = model;
+    } else if (key == "stream") {
+      bool stream = false;
+      if (field.value().get_bool().get(stream)) return invalid("stream must be true or false", "stream");
+      request.stream = stream;
+    } else if (key == "messages" && endpoint == api_endpoint::chat_completions) {
+      // Kept verbatim for chat templates, then walked for routing with a second parser.
+      ondemand::array messages;
+      std::string_view raw;
+      if (field.value().get_array().get(messages) || messages.raw_json().get(raw))
+        return invalid("messages must be an array", "messages");
+      request.chat.messages_json = raw;
+      const auto readable = capacity - static_cast<std::size_t>(raw.data() - body.data());
+      ondemand::document messages_document;
+      ondemand::value messages_value;
+      if (impl_->inner_parser.iterate(raw.data(), raw.size(), readable).get(messages_document) ||
+          messages_document.get_value().get(messages_value))
+        return invalid("messages must be an array", "messages");
+      if (auto read = read_messages(messages_value, request); !read) return std::unexpected(read.error());
+    } else if (key == "tools" && endpoint == api_endpoint::chat_completions) {
+      ondemand::array tools;
+      std::string_view raw;
+      if (field.value().get_array().get(tools) || tools.raw_json().get(raw))
+        return invalid("tools must be an array", "tools");
+      request.chat.tools_json = raw;
+    } else if (key == "chat_template_kwargs" && endpoint == api_endpoint::chat_completions) {
+      ondemand::object kwargs;
+      std::string_view raw;
+      if (field.value().get_object().get(kwargs) || kwargs.raw_json().get(raw))
+        return invalid("chat_template_kwargs must be an object", "chat_template_kwargs");
+      request.chat.template_kwargs_json = raw;
+    } else if (key == "add_generation_prompt" && endpoint == api_endpoint::chat_completions) {
+      if (field.value().get_bool().get(request.chat.add_generation_prompt))
+        return invalid("add_generation_prompt must be true or false", "add_generation_prompt");
+    } else if (key == "prompt" && endpoint == api_endpoint::completions) {
+      has_prompt = true;
+      if (auto read = read_prompt(field.value(), request); !read) return std::unexpected(read.error());
+    }
+  }
+  // simdjson 3.0 has no end-of-document check; the object must be the whole body.
+  const auto last = body.find_last_not_of(" \t\r\n");
+  if (last == std::string_view::npos || body[last] != '}') return bad_json("trailing content after the object");
+  if (request.model.empty()) return invalid("you must provide a model parameter", "model");
+  if (endpoint == api_endpoint::chat_completions && request.messages.empty())
+    return invalid("messages is required", "messages");
+  if (endpoint == api_endpoint::completions && !has_prompt) return invalid("prompt is required", "prompt");
+
+  if (!request.prompt_token_ids.empty()) {
+    request.prompt_tokens = static_cast<std::uint32_t>(request.prompt_token_ids.size());
+  } else {
+    std::size_t bytes = request.prompt_text.size();
+    for (const chat_message& m : request.messages) bytes += m.text.size() + 16;
+    request.prompt_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(bytes / 4, UINT32_MAX));
+  }
+  return request;
+}
+
+}  // namespace kvr

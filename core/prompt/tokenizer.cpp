@@ -1,0 +1,482 @@
+#include "core/prompt/tokenizer.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <unordered_map>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <pcre2.h>
+#include <utf8proc.h>
+#include <xxhash.h>
+
+#include "core/common/flat_u64_map.hpp"
+#include "core/prompt/segment_cache.hpp"
+
+namespace kvr {
+namespace {
+
+using json = nlohmann::json;
+
+/// GPT-2's pattern, used when a ByteLevel pre-tokenizer has `use_regex: true`.
+constexpr std::string_view gpt2_pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+std::unexpected<tokenizer_error> fail(std::string message) { return std::unexpected(tokenizer_error{std::move(message)}); }
+
+/// GPT-2's byte-to-unicode table: printable bytes stand for themselves, the others for code
+/// points from 256 up. Returns, per code point below 512, the byte it stands for (or -1).
+std::array<int, 512> unicode_to_byte() {
+  std::array<int, 512> table;
+  table.fill(-1);
+  int next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    table[static_cast<std::size_t>(printable ? b : next++)] = b;
+  }
+  return table;
+}
+
+/// A vocab string (byte-level unicode) back to the raw bytes it stands for; nullopt if it holds
+/// a code point outside the byte-level alphabet.
+std::optional<std::string> to_raw_bytes(std::string_view token, const std::array<int, 512>& table) {
+  std::string raw;
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(token.data());
+  utf8proc_ssize_t left = static_cast<utf8proc_ssize_t>(token.size());
+  while (left > 0) {
+    utf8proc_int32_t cp = 0;
+    const utf8proc_ssize_t n = utf8proc_iterate(p, left, &cp);
+    if (n <= 0 || cp < 0 || cp >= 512 || table[static_cast<std::size_t>(cp)] < 0) return std::nullopt;
+    raw.push_back(static_cast<char>(table[static_cast<std::size_t>(cp)]));
+    p += n;
+    left -= n;
+  }
+  return raw;
+}
+
+std::uint64_t pair_key(std::uint32_t a, std::uint32_t b) { return (std::uint64_t{a} << 32) | b; }
+
+struct merge {
+  std::uint32_t rank = 0;
+  std::uint32_t merged = 0;
+};
+
+/// NFC of `text` into `out`; false (and `out` untouched) when `text` is already NFC by the
+/// quick test below. Only non-ASCII runs holding a code point from U+0300 up can change (code
+/// points below never decompose under NFC and never compose with what precedes them), and a
+/// boundary before an ASCII character is always stable, so each such run is normalized with
+/// the one character before it, and the rest is copied.
+bool nfc_into(std::string_view text, std::string& out) {
+  bool changed = false;
+  std::size_t copied = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    std::size_t end = i;
+    bool may_change = false;
+    while (end < text.size() && static_cast<unsigned char>(text[end]) >= 0x80) {
+      // A lead byte of U+0300 or above: 0xCC..0xDF (two bytes from U+0300) or 0xE0 and up.
+      may_change |= static_cast<unsigned char>(text[end]) >= 0xCC;
+      ++end;
+    }
+    if (may_change) {
+      const std::size_t start = i > 0 ? i - 1 : i;  // the character a combining mark may join
+      if (!changed) {
+        out.clear();
+        changed = true;
+      }
+      out.append(text.substr(copied, start - copied));
+      utf8proc_uint8_t* normalized = nullptr;
+      const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data() + start),
+                                              static_cast<utf8proc_ssize_t>(end - start), &normalized,
+                                              static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+      if (n >= 0) out.append(reinterpret_cast<const char*>(normalized), static_cast<std::size_t>(n));
+      else out.append(text.substr(start, end - start));  // invalid UTF-8: kept as is
+      std::free(normalized);
+      copied = end;
+    }
+    i = end;
+  }
+  if (changed) out.append(text.substr(copied));
+  return changed;
+}
+
+}  // namespace
+
+struct tokenizer::tables {
+  std::array<std::uint32_t, 256> byte_token{};
+  flat_u64_map<merge> merges;
+  bool ignore_merges = false;
+  std::unordered_map<std::string, std::uint32_t> vocab_by_bytes;  ///< only with ignore_merges
+  std::size_t vocab_size = 0;
+  struct added {
+    std::string content;
+    std::uint32_t id;
+  };
+  std::vector<added> added_tokens;  ///< longest first
+  bool nfc = false;
+  pcre2_code* pattern = nullptr;
+
+  ~tables() {
+    if (pattern) pcre2_code_free(pattern);
+  }
+};
+
+struct tokenizer::cache {
+  struct entry {
+    std::uint32_t bytes_offset, bytes_size, ids_offset, ids_size;
+  };
+  flat_u64_map<entry> entries;
+  std::string bytes;
+  std::vector<std::uint32_t> ids;
+  pcre2_match_data* match = nullptr;
+  std::vector<std::uint32_t> symbols;
+  std::string normalized;
+  segment_cache segments{max_segment_ids};
+  std::vector<std::size_t> next_added;  ///< where each added token next occurs (encode scratch)
+
+  explicit cache(const pcre2_code* pattern) : match(pcre2_match_data_create_from_pattern(pattern, nullptr)) {}
+  ~cache() { pcre2_match_data_free(match); }
+
+  static constexpr std::size_t max_piece = 64;        ///< longer pieces are not cached
+  static constexpr std::size_t max_ids = 1u << 22;    ///< bound: the cache starts over beyond
+  /// Segments shorter than this are not worth a cache entry (the piece cache covers them).
+  static constexpr std::size_t min_segment_bytes = 128;
+  static constexpr std::size_t max_segment_ids = 1u << 20;  ///< 4 MiB of ids per tokenizer
+};
+
+std::expected<tokenizer, tokenizer_error> tokenizer::from_json(std::string_view json_text) {
+  try {
+    return load_tables(json_text);
+  } catch (const json::exception& error) {  // a field of an unexpected type
+    return fail(fmt::format("malformed tokenizer.json: {}", error.what()));
+  }
+}
+
+std::expected<tokenizer, tokenizer_error> tokenizer::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail("cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto loaded = from_json(text.str());
+  if (!loaded) return fail(path + ": " + loaded.error().message);
+  return loaded;
+}
+
+std::expected<tokenizer, tokenizer_error> tokenizer::load_tables(std::string_view json_text) {
+  const json document = json::parse(json_text, nullptr, false);
+  if (document.is_discarded() || !document.is_object()) return fail("tokenizer.json is not a JSON object");
+  auto t = std::make_shared<tables>();
+
+  const json& model = document.value("model", json::object());
+  if (model.value("type", "") != "BPE")
+    return fail(fmt::format("unsupported tokenizer model \"{}\" (only byte-level BPE is)", model.value("type", "none")));
+  if (model.contains("dropout") && !model["dropout"].is_null()) return fail("BPE dropout is not supported");
+  if (model.value("byte_fallback", false)) return fail("BPE byte_fallback is not supported (not a byte-level BPE)");
+  auto non_empty_string = [&](const char* key) {  // absent and null both mean "none"
+    const auto it = model.find(key);
+    return it != model.end() && it->is_string() && !it->get_ref<const std::string&>().empty();
+  };
+  if (non_empty_string("continuing_subword_prefix") || non_empty_string("end_of_word_suffix"))
+    return fail("BPE continuing_subword_prefix / end_of_word_suffix are not supported");
+  t->ignore_merges = model.value("ignore_merges", false);
+
+  const auto byte_of = unicode_to_byte();
+  const json& vocab = model.value("vocab", json::object());
+  if (!vocab.is_object() || vocab.empty()) return fail("the BPE model has no vocab");
+  std::unordered_map<std::string, std::uint32_t> vocab_map;
+  vocab_map.reserve(vocab.size());
+  std::array<bool, 256> have_byte{};
+  for (const auto& [token, id] : vocab.items()) {
+    const auto value = id.get<std::uint32_t>();
+    vocab_map.emplace(token, value);
+    t->vocab_size = std::max<std::size_t>(t->vocab_size, value + 1);
+    if (auto raw = to_raw_bytes(token, byte_of)) {
+      if (raw->size() == 1) {
+        t->byte_token[static_cast<std::uint8_t>((*raw)[0])] = value;
+        have_byte[static_cast<std::uint8_t>((*raw)[0])] = true;
+      }
+      if (t->ignore_merges) t->vocab_by_bytes.emplace(std::move(*raw), value);
+    }
+  }
+  if (!std::all_of(have_byte.begin(), have_byte.end(), [](bool b) { return b; }))
+    return fail("the vocab lacks some of the 256 byte-level symbols (not a byte-level BPE)");
+
+  const json& merges = model.value("merges", json::array());
+  t->merges.reserve(merges.size());
+  for (std::size_t rank = 0; rank < merges.size(); ++rank) {
+    std::string left, right;
+    if (merges[rank].is_string()) {  // "a b"
+      const std::string text = merges[rank].get<std::string>();
+      const auto space = text.find(' ', 1);
+      if (space == std::string::npos) return fail(fmt::format("merge {} (\"{}\") is not \"a b\"", rank, text));
+      left = text.substr(0, space);
+      right = text.substr(space + 1);
+    } else if (merges[rank].is_array() && merges[rank].size() == 2) {  // ["a", "b"]
+      left = merges[rank][0].get<std::string>();
+      right = merges[rank][1].get<std::string>();
+    } else {
+      return fail(fmt::format("merge {} is neither \"a b\" nor [\"a\", \"b\"]", rank));
+    }
+    const auto a = vocab_map.find(left), b = vocab_map.find(right), ab = vocab_map.find(left + right);
+    if (a == vocab_map.end() || b == vocab_map.end() || ab == vocab_map.end())
+      return fail(fmt::format("merge {} (\"{}\" + \"{}\") names a token missing from the vocab", rank, left, right));
+    t->merges.try_emplace(pair_key(a->second, b->second), merge{static_cast<std::uint32_t>(rank), ab->second});
+  }
+
+  for (const json& added : document.value("added_tokens", json::array())) {
+    const std::string content = added.value("content", "");
+    if (content.empty()) continue;
+    if (added.value("single_word", false) || added.value("lstrip", false) || added.value("rstrip", false))
+      return fail(fmt::format("added token \"{}\": single_word / lstrip / rstrip are not supported", content));
+    t->added_tokens.push_back({content, added.at("id").get<std::uint32_t>()});
+    t->vocab_size = std::max<std::size_t>(t->vocab_size, t->added_tokens.back().id + 1);
+  }
+  std::sort(t->added_tokens.begin(), t->added_tokens.end(),
+            [](const auto& x, const auto& y) { return x.content.size() > y.content.size(); });
+
+  const json& normalizer = document.value("normalizer", json());
+  if (!normalizer.is_null()) {
+    if (normalizer.value("type", "") != "NFC")
+      return fail(fmt::format("unsupported normalizer \"{}\" (NFC or none)", normalizer.value("type", "?")));
+    t->nfc = true;
+  }
+
+  // Pre-tokenizer: Sequence[Split(regex, Isolated), ByteLevel(use_regex false)], or ByteLevel
+  // with GPT-2's regex.
+  std::string pattern;
+  const json& pre = document.value("pre_tokenizer", json());
+  auto byte_level_ok = [](const json& p) { return !p.value("add_prefix_space", false); };
+  if (pre.value("type", "") == "ByteLevel") {
+    if (!byte_level_ok(pre)) return fail("ByteLevel add_prefix_space is not supported");
+    if (!pre.value("use_regex", true)) return fail("a ByteLevel pre-tokenizer without a regex is not supported");
+    pattern = gpt2_pattern;
+  } else if (pre.value("type", "") == "Sequence") {
+    const json& steps = pre.value("pretokenizers", json::array());
+    if (steps.size() != 2 || steps[0].value("type", "") != "Split" || steps[1].value("type", "") != "ByteLevel")
+      return fail("unsupported pre-tokenizer sequence (expected Split then ByteLevel)");
+    const json& split = steps[0];
+    if (split.value("behavior", "") != "Isolated" || split.value("invert", false))
+      return fail(fmt::format("unsupported Split behavior \"{}\" (Isolated only)", split.value("behavior", "?")));
+    if (!split.contains("pattern") || !split["pattern"].contains("Regex"))
+      return fail("the Split pre-tokenizer needs a Regex pattern");
+    pattern = split["pattern"]["Regex"].get<std::string>();
+    if (!byte_level_ok(steps[1]) || steps[1].value("use_regex", true))
+      return fail("the ByteLevel step after Split must have add_prefix_space and use_regex false");
+  } else {
+    return fail(fmt::format("unsupported pre-tokenizer \"{}\"", pre.value("type", "none")));
+  }
+  int error = 0;
+  PCRE2_SIZE offset = 0;
+  t->pattern = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
+                             &error, &offset, nullptr);
+  if (t->pattern == nullptr) {
+    std::array<PCRE2_UCHAR, 256> message{};
+    pcre2_get_error_message(error, message.data(), message.size());
+    return fail(fmt::format("the pre-tokenizer regex does not compile at {}: {}", offset,
+                            reinterpret_cast<const char*>(message.data())));
+  }
+  pcre2_jit_compile(t->pattern, PCRE2_JIT_COMPLETE);  // falls back to the interpreter if JIT is unavailable
+  return tokenizer(std::move(t));
+}
+
+tokenizer::tokenizer(std::shared_ptr<const tables> tables)
+    : tables_(std::move(tables)), cache_(std::make_unique<cache>(tables_->pattern)) {}
+tokenizer::tokenizer(tokenizer&&) noexcept = default;
+tokenizer& tokenizer::operator=(tokenizer&&) noexcept = default;
+tokenizer::~tokenizer() = default;
+
+tokenizer tokenizer::share() const { return tokenizer(tables_); }
+std::size_t tokenizer::vocab_size() const { return tables_->vocab_size; }
+tokenizer::segment_cache_stats tokenizer::segment_stats() const {
+  return {cache_->segments.hits(), cache_->segments.misses()};
+}
+
+std::optional<std::uint32_t> tokenizer::added_token_id(std::string_view content) const {
+  for (const auto& added : tables_->added_tokens)
+    if (added.content == content) return added.id;
+  return std::nullopt;
+}
+
+namespace {
+
+/// BPE over one piece's bytes: repeatedly merge the adjacent pair of lowest rank (the leftmost
+/// among equal ranks). Short pieces scan for the best pair, O(n^2) but allocation-free; long
+/// ones (a prompt of one 30 MB "word" must not take hours) use a heap over a linked list of
+/// symbols, O(n log n).
+void merge_piece(std::string_view piece, const std::array<std::uint32_t, 256>& byte_token, const flat_u64_map<merge>& merges,
+                 std::vector<std::uint32_t>& symbols) {
+  symbols.clear();
+  for (char c : piece) symbols.push_back(byte_token[static_cast<std::uint8_t>(c)]);
+  if (symbols.size() <= 64) {
+    while (symbols.size() > 1) {
+      std::uint32_t best_rank = UINT32_MAX;
+      std::size_t best = 0;
+      std::uint32_t merged = 0;
+      for (std::size_t i = 0; i + 1 < symbols.size(); ++i) {
+        const merge* m = merges.find(pair_key(symbols[i], symbols[i + 1]));
+        if (m != nullptr && m->rank < best_rank) {
+          best_rank = m->rank;
+          best = i;
+          merged = m->merged;
+        }
+      }
+      if (best_rank == UINT32_MAX) break;
+      symbols[best] = merged;
+      symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    }
+    return;
+  }
+
+  const std::size_t n = symbols.size();
+  constexpr std::size_t none = SIZE_MAX;
+  std::vector<std::size_t> prev(n), next(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    prev[i] = i == 0 ? none : i - 1;
+    next[i] = i + 1 == n ? none : i + 1;
+  }
+  struct candidate {
+    std::uint32_t rank;
+    std::size_t left;  ///< position of the pair's left symbol (ties: leftmost first)
+    std::uint32_t left_id, right_id;
+    bool operator>(const candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+  };
+  std::vector<candidate> heap;
+  auto consider = [&](std::size_t left) {
+    if (left == none || next[left] == none) return;
+    if (const merge* m = merges.find(pair_key(symbols[left], symbols[next[left]])))
+      heap.push_back({m->rank, left, symbols[left], symbols[next[left]]}), std::push_heap(heap.begin(), heap.end(), std::greater<>{});
+  };
+  for (std::size_t i = 0; i + 1 < n; ++i) consider(i);
+  std::vector<bool> removed(n, false);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
+    const candidate c = heap.back();
+    heap.pop_back();
+    const std::size_t right = next[c.left];
+    // Stale: a merge since changed one of the two symbols.
+    if (removed[c.left] || right == none || symbols[c.left] != c.left_id || symbols[right] != c.right_id) continue;
+    symbols[c.left] = merges.find(pair_key(c.left_id, c.right_id))->merged;
+    removed[right] = true;
+    next[c.left] = next[right];
+    if (next[right] != none) prev[next[right]] = c.left;
+    consider(prev[c.left]);
+    consider(c.left);
+  }
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!removed[i]) symbols[out++] = symbols[i];
+  symbols.resize(out);
+}
+
+}  // namespace
+
+void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
+  const tables& t = *tables_;
+  cache& c = *cache_;
+
+  auto encode_piece = [&](std::string_view piece) {
+    if (t.ignore_merges) {
+      if (auto it = t.vocab_by_bytes.find(std::string(piece)); it != t.vocab_by_bytes.end()) {
+        out.push_back(it->second);
+        return;
+      }
+    }
+    const bool cacheable = piece.size() <= cache::max_piece;
+    std::uint64_t key = 0;
+    if (cacheable) {
+      key = XXH3_64bits(piece.data(), piece.size());
+      if (const cache::entry* e = c.entries.find(key);
+          e != nullptr && std::string_view(c.bytes).substr(e->bytes_offset, e->bytes_size) == piece) {
+        out.insert(out.end(), c.ids.begin() + e->ids_offset, c.ids.begin() + e->ids_offset + e->ids_size);
+        return;
+      }
+    }
+    merge_piece(piece, t.byte_token, t.merges, c.symbols);
+    out.insert(out.end(), c.symbols.begin(), c.symbols.end());
+    if (!cacheable) return;
+    if (c.ids.size() + c.symbols.size() > cache::max_ids) {  // bounded: start over
+      c.entries.clear();
+      c.bytes.clear();
+      c.ids.clear();
+    }
+    c.entries.insert_or_assign(key, cache::entry{static_cast<std::uint32_t>(c.bytes.size()), static_cast<std::uint32_t>(piece.size()),
+                                                 static_cast<std::uint32_t>(c.ids.size()),
+                                                 static_cast<std::uint32_t>(c.symbols.size())});
+    c.bytes.append(piece);
+    c.ids.insert(c.ids.end(), c.symbols.begin(), c.symbols.end());
+  };
+
+  auto encode_uncached_segment = [&](std::string_view segment) {
+    if (t.nfc && nfc_into(segment, c.normalized)) segment = c.normalized;
+    const auto* subject = reinterpret_cast<PCRE2_SPTR>(segment.data());
+    std::size_t position = 0;
+    std::size_t gap_start = 0;
+    // PCRE2 validates the whole subject on every call unless told not to: check it once.
+    std::uint32_t options = 0;
+    while (position <= segment.size()) {
+      const int rc = pcre2_match(t.pattern, subject, segment.size(), position, options, c.match, nullptr);
+      if (rc < 0) break;  // no more matches (or invalid UTF-8: the rest is one piece)
+      options = PCRE2_NO_UTF_CHECK;
+      const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(c.match);
+      const std::size_t start = ovector[0], end = ovector[1];
+      if (start > gap_start) encode_piece(segment.substr(gap_start, start - gap_start));
+      if (end > start) encode_piece(segment.substr(start, end - start));
+      gap_start = end;
+      if (end == start) {  // an empty match: step over one code point
+        std::size_t step = 1;
+        while (end + step < segment.size() && (static_cast<unsigned char>(segment[end + step]) & 0xC0) == 0x80) ++step;
+        position = end + step;
+      } else {
+        position = end;
+      }
+    }
+    if (gap_start < segment.size()) encode_piece(segment.substr(gap_start));
+  };
+
+  auto encode_segment = [&](std::string_view segment) {
+    if (segment.empty()) return;
+    if (segment.size() < cache::min_segment_bytes || !segment_cache_enabled_) return encode_uncached_segment(segment);
+    const std::uint64_t key = XXH3_64bits(segment.data(), segment.size());
+    if (const auto* ids = c.segments.find(key, segment.size())) {
+      out.insert(out.end(), ids->begin(), ids->end());
+      return;
+    }
+    const std::size_t first = out.size();
+    encode_uncached_segment(segment);
+    c.segments.insert(key, segment.size(), std::span(out).subspan(first));
+  };
+
+  // Added tokens first: the earliest occurrence of any (the longest at equal positions). Each
+  // token's next occurrence is remembered, so the text is scanned once per added token.
+  c.next_added.assign(t.added_tokens.size(), 0);
+  for (std::size_t i = 0; i < t.added_tokens.size(); ++i) c.next_added[i] = text.find(t.added_tokens[i].content);
+  std::size_t position = 0;
+  while (position < text.size()) {
+    std::size_t best_at = std::string_view::npos;
+    const tables::added* best = nullptr;
+    for (std::size_t i = 0; i < t.added_tokens.size(); ++i) {
+      std::size_t& at = c.next_added[i];
+      if (at != std::string_view::npos && at < position) at = text.find(t.added_tokens[i].content, position);
+      if (at < best_at) {
+        best_at = at;
+        best = &t.added_tokens[i];
+      }
+    }
+    if (best == nullptr) break;
+    encode_segment(text.substr(position, best_at - position));
+    out.push_back(best->id);
+    position = best_at + best->content.size();
+  }
+  if (position < text.size()) encode_segment(text.substr(position));
+}
+
+}  // namespace kvr

@@ -1,0 +1,67 @@
+#pragma once
+/// A HuggingFace `tokenizer.json` byte-level BPE tokenizer (GPT-2, Llama-3, Qwen2 / Qwen3
+/// families), producing the same token ids as the `tokenizers` library, so that kv-mode
+/// routing hashes the blocks the engines cache.
+///
+/// Pipeline (as HF applies it): added tokens are split out first; the rest is normalized (NFC,
+/// when configured), pre-tokenized (the Split regex, PCRE2 with UTF + UCP + JIT; or GPT-2's
+/// pattern for a plain ByteLevel pre-tokenizer), and each piece's bytes are merged by BPE rank.
+/// Pieces are cached (bounded), so repeated words cost a hash lookup. Unsupported models or
+/// components are refused at load time with a message naming them.
+
+#include <cstdint>
+#include <expected>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvr {
+
+struct tokenizer_error {
+  std::string message;
+};
+
+class tokenizer {
+ public:
+  /// Loads `tokenizer.json` text.
+  [[nodiscard]] static std::expected<tokenizer, tokenizer_error> from_json(std::string_view json_text);
+  /// Reads and loads a `tokenizer.json` file; errors are "cannot read PATH" or "PATH: why".
+  [[nodiscard]] static std::expected<tokenizer, tokenizer_error> load(const std::string& path);
+
+  tokenizer(tokenizer&&) noexcept;
+  tokenizer& operator=(tokenizer&&) noexcept;
+  ~tokenizer();
+
+  /// Appends the ids of `text` (UTF-8) to `out`. No special tokens are added. Not thread-safe
+  /// (each hasher owns its copy's cache): use one tokenizer per thread, or `share()`.
+  void encode(std::string_view text, std::vector<std::uint32_t>& out);
+
+  /// A tokenizer sharing this one's read-only tables, with a cache of its own.
+  [[nodiscard]] tokenizer share() const;
+
+  /// Whole segments between special tokens are cached by a hash of their bytes (on by
+  /// default; see core/prompt/segment_cache.hpp). Off, only pieces are cached: for benchmarks.
+  void enable_segment_cache(bool on) { segment_cache_enabled_ = on; }
+  struct segment_cache_stats {
+    std::uint64_t hits = 0;
+    std::uint64_t misses = 0;
+  };
+  [[nodiscard]] segment_cache_stats segment_stats() const;
+
+  [[nodiscard]] std::size_t vocab_size() const;
+  /// The id of an added (special) token, if there is one with this content.
+  [[nodiscard]] std::optional<std::uint32_t> added_token_id(std::string_view content) const;
+
+ private:
+  struct tables;
+  struct cache;
+  tokenizer(std::shared_ptr<const tables> tables);
+  [[nodiscard]] static std::expected<tokenizer, tokenizer_error> load_tables(std::string_view json_text);
+  std::shared_ptr<const tables> tables_;
+  std::unique_ptr<cache> cache_;
+  bool segment_cache_enabled_ = true;
+};
+
+}  // namespace kvr

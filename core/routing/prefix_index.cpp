@@ -1,0 +1,368 @@
+#include "core/routing/prefix_index.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cassert>
+#include <functional>
+#include <utility>
+
+#include "core/kv/block_hash.hpp"
+
+namespace kvr {
+namespace {
+
+constexpr std::size_t bits_per_word = 64;
+
+std::int64_t to_ns(time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
+prefix_index::prefix_index(std::uint32_t block_size, std::uint64_t max_blocks, duration approx_ttl)
+    : block_size_(block_size), max_blocks_(std::max<std::uint64_t>(max_blocks, 1)), approx_ttl_(approx_ttl) {
+  assert(block_size_ > 0);
+}
+
+bool prefix_index::apply(worker_id worker, const kv_event& event) {
+  if (const auto* stored = std::get_if<kv_stored>(&event)) return apply_stored(worker, *stored);
+  if (const auto* removed = std::get_if<kv_removed>(&event)) {
+    apply_removed(worker, *removed);
+    return true;
+  }
+  apply_cleared(worker);
+  return true;
+}
+
+prefix_index::worker_state& prefix_index::worker_slot(worker_id worker) {
+  assert(worker < max_workers);
+  if (worker >= workers_.size()) {
+    workers_.resize(worker + 1);
+    const std::size_t words = (workers_.size() + bits_per_word - 1) / bits_per_word;
+    if (words > words_) grow_bitsets(words);
+  }
+  return workers_[worker];
+}
+
+void prefix_index::grow_bitsets(std::size_t words) {
+  std::vector<std::uint64_t> grown(entries_.size() * words, 0);
+  for (std::size_t e = 0; e < entries_.size(); ++e)
+    std::copy_n(worker_bits_.begin() + static_cast<std::ptrdiff_t>(e * words_), words_,
+                grown.begin() + static_cast<std::ptrdiff_t>(e * words));
+  worker_bits_.swap(grown);
+  words_ = words;
+}
+
+bool prefix_index::has_bit(std::uint32_t entry_index, worker_id worker) const {
+  return (worker_bits_[entry_index * words_ + worker / bits_per_word] >> (worker % bits_per_word)) & 1u;
+}
+
+bool prefix_index::is_live(worker_id worker, const worker_block& ref) const {
+  if (ref.entry >= entries_.size()) return false;
+  const entry& e = entries_[ref.entry];
+  return e.in_use && e.generation == ref.generation && has_bit(ref.entry, worker);
+}
+
+bool prefix_index::apply_stored(worker_id worker, const kv_stored& event) {
+  const std::size_t n_blocks = event.block_hashes.size();
+  if (event.block_size != block_size_ || event.token_ids.size() != n_blocks * block_size_) {
+    ++counters_.malformed_stored;
+    return false;
+  }
+  worker_state& state = worker_slot(worker);
+
+  std::uint64_t parent_sequence_hash = 0;
+  if (event.parent_block_hash) {
+    const worker_block* parent = state.blocks.find(*event.parent_block_hash);
+    if (parent == nullptr || !is_live(worker, *parent)) {
+      ++counters_.unknown_parent;
+      return false;
+    }
+    parent_sequence_hash = entries_[parent->entry].sequence_hash;
+  }
+
+  // Phase 1, pure compute: the router's own keys from the event's tokens (and image hashes,
+  // LoRA, salt), prefetching the table slots phase 2 will touch so their misses overlap.
+  const std::uint64_t seed = block_seed(event.lora_name);
+  const bool sequence_start = !event.parent_block_hash;
+  const std::span<const std::uint32_t> tokens(event.token_ids);
+  scratch_sequence_.clear();
+  std::uint64_t previous = parent_sequence_hash;
+  for (std::size_t b = 0; b < n_blocks; ++b) {
+    scratch_images_.clear();
+    for (const block_image_hash& image : event.images)
+      if (image.block == b) scratch_images_.push_back(image.hash);
+    std::sort(scratch_images_.begin(), scratch_images_.end());
+    const bool first_of_sequence = sequence_start && b == 0;
+    const std::uint64_t block_seed_value =
+        first_of_sequence && !event.cache_salt.empty() ? block_seed(event.lora_name, event.cache_salt) : seed;
+    const std::uint64_t local = local_block_hash(tokens.subspan(b * block_size_, block_size_), scratch_images_, block_seed_value);
+    previous = first_of_sequence ? local : chain_sequence_hash(previous, local);
+    scratch_sequence_.push_back(previous);
+    by_sequence_hash_.prefetch(previous);
+    state.blocks.prefetch(event.block_hashes[b]);
+  }
+
+  // Phase 2: link every block to its entry.
+  for (std::size_t b = 0; b < n_blocks; ++b) {
+    const std::uint64_t sequence_hash = scratch_sequence_[b];
+    // An engine hash re-used for other content: forget what it named before.
+    if (const worker_block* old = workers_[worker].blocks.find(event.block_hashes[b]);
+        old != nullptr && is_live(worker, *old) && entries_[old->entry].sequence_hash != sequence_hash)
+      remove_pair(worker, old->entry);
+    const worker_block ref = add_pair(worker, sequence_hash);
+    workers_[worker].blocks.insert_or_assign(event.block_hashes[b], ref);
+  }
+  return true;
+}
+
+prefix_index::worker_block prefix_index::add_pair(worker_id worker, std::uint64_t sequence_hash) {
+  const std::uint32_t* existing = by_sequence_hash_.find(sequence_hash);
+  if (existing != nullptr && has_bit(*existing, worker)) {
+    entry& e = entries_[*existing];
+    e.referenced = true;
+    return {*existing, e.generation, 0};
+  }
+  while (total_blocks_ >= max_blocks_) evict_one();
+
+  std::uint32_t index;
+  if (const std::uint32_t* found = by_sequence_hash_.find(sequence_hash)) {
+    index = *found;
+  } else {
+    if (!free_entries_.empty()) {
+      index = free_entries_.back();
+      free_entries_.pop_back();
+    } else {
+      index = static_cast<std::uint32_t>(entries_.size());
+      entries_.emplace_back();
+      worker_bits_.resize(worker_bits_.size() + words_, 0);
+    }
+    entry& fresh = entries_[index];
+    fresh.sequence_hash = sequence_hash;
+    fresh.in_use = true;
+    fresh.worker_count = 0;
+    by_sequence_hash_.insert_or_assign(sequence_hash, index);
+  }
+  entry& e = entries_[index];
+  worker_bits_[index * words_ + worker / bits_per_word] |= std::uint64_t{1} << (worker % bits_per_word);
+  ++e.worker_count;
+  e.referenced = true;
+  ++workers_[worker].live_blocks;
+  ++total_blocks_;
+  return {index, e.generation, 0};
+}
+
+void prefix_index::remove_pair(worker_id worker, std::uint32_t entry_index) {
+  entry& e = entries_[entry_index];
+  worker_bits_[entry_index * words_ + worker / bits_per_word] &= ~(std::uint64_t{1} << (worker % bits_per_word));
+  --workers_[worker].live_blocks;
+  --total_blocks_;
+  if (--e.worker_count == 0) drop_entry(entry_index);
+}
+
+void prefix_index::drop_entry(std::uint32_t entry_index) {
+  entry& e = entries_[entry_index];
+  by_sequence_hash_.erase(e.sequence_hash);
+  e.in_use = false;
+  e.referenced = false;
+  e.worker_count = 0;
+  ++e.generation;  // every worker's reference to it is stale from here on
+  free_entries_.push_back(entry_index);
+
+  std::uint64_t* bits = &worker_bits_[entry_index * words_];
+  for (std::size_t w = 0; w < words_; ++w) {
+    const std::uint64_t holders = std::exchange(bits[w], 0);
+    for (std::uint64_t word = holders; word != 0; word &= word - 1) {
+      const auto worker = static_cast<worker_id>(w * bits_per_word + static_cast<std::size_t>(std::countr_zero(word)));
+      --workers_[worker].live_blocks;
+      --total_blocks_;
+      sweep_stale_references(worker);
+    }
+  }
+}
+
+void prefix_index::evict_one() {
+  assert(total_blocks_ > 0);
+  for (;;) {
+    if (clock_hand_ >= entries_.size()) clock_hand_ = 0;
+    entry& e = entries_[clock_hand_];
+    const auto index = static_cast<std::uint32_t>(clock_hand_++);
+    if (!e.in_use) continue;
+    if (e.referenced) {
+      e.referenced = false;
+      continue;
+    }
+    ++counters_.evicted_entries;
+    drop_entry(index);
+    return;
+  }
+}
+
+void prefix_index::sweep_stale_references(worker_id worker) {
+  // Dropped entries leave stale references behind (found lazily by generation); sweep them
+  // once they outnumber the live ones, so the per-worker map stays proportional to its blocks.
+  worker_state& state = workers_[worker];
+  if (state.blocks.size() <= 2 * state.live_blocks + 1024) return;
+  state.blocks.erase_if([&](std::uint64_t, const worker_block& ref) { return !is_live(worker, ref); });
+}
+
+void prefix_index::apply_removed(worker_id worker, const kv_removed& event) {
+  worker_state& state = worker_slot(worker);
+  // Passes so that each pass's cache misses overlap: the worker's references, the entries they
+  // name, the entries' slots in the sequence-hash map, then the removals.
+  for (std::uint64_t hash : event.block_hashes) state.blocks.prefetch(hash);
+  scratch_entries_.clear();
+  for (std::uint64_t hash : event.block_hashes) {
+    const worker_block* ref = state.blocks.find(hash);
+    const std::uint32_t entry_index = ref != nullptr ? ref->entry : UINT32_MAX;
+    scratch_entries_.push_back(entry_index);
+    if (entry_index < entries_.size()) {
+      __builtin_prefetch(&entries_[entry_index]);
+      __builtin_prefetch(&worker_bits_[entry_index * words_]);
+    }
+  }
+  for (std::uint32_t entry_index : scratch_entries_)
+    if (entry_index < entries_.size()) by_sequence_hash_.prefetch(entries_[entry_index].sequence_hash);
+  for (std::uint64_t hash : event.block_hashes) {
+    const worker_block* ref = state.blocks.find(hash);
+    if (ref == nullptr || !is_live(worker, *ref)) {
+      ++counters_.unknown_removed;
+      if (ref != nullptr) state.blocks.erase(hash);
+      continue;
+    }
+    const std::uint32_t entry_index = ref->entry;
+    state.blocks.erase(hash);
+    remove_pair(worker, entry_index);
+    ++counters_.removed_blocks;
+  }
+}
+
+void prefix_index::apply_cleared(worker_id worker) {
+  worker_state& state = worker_slot(worker);
+  ++counters_.cleared;
+  flat_u64_map<worker_block> blocks;
+  blocks.swap(state.blocks);
+  blocks.for_each([&](std::uint64_t, const worker_block& ref) {
+    if (is_live(worker, ref)) remove_pair(worker, ref.entry);
+  });
+}
+
+void prefix_index::remove_worker(worker_id worker) {
+  if (worker >= workers_.size()) return;
+  apply_cleared(worker);
+  workers_[worker] = worker_state{};
+}
+
+void prefix_index::insert_predicted(worker_id worker, std::span<const std::uint64_t> sequence_hashes, time_point now) {
+  worker_slot(worker);
+  const std::int64_t expires = to_ns(now + approx_ttl_);
+  for (std::uint64_t sequence_hash : sequence_hashes) {
+    worker_block* ref = workers_[worker].blocks.find(sequence_hash);
+    if (ref != nullptr && is_live(worker, *ref)) {
+      ref->expires_ns = expires;  // refreshed; the heap entry is re-armed when it comes due
+      entries_[ref->entry].referenced = true;
+      continue;
+    }
+    worker_block fresh = add_pair(worker, sequence_hash);
+    fresh.expires_ns = expires;
+    workers_[worker].blocks.insert_or_assign(sequence_hash, fresh);
+    expiry_heap_.push_back({expires, worker, sequence_hash});
+    std::push_heap(expiry_heap_.begin(), expiry_heap_.end(), std::greater<>{});
+    ++counters_.predicted_blocks;
+  }
+  if (expiry_heap_.size() > 2 * max_blocks_ + 1024) compact_expiry_heap();
+}
+
+void prefix_index::expire(time_point now) {
+  const std::int64_t now_ns = to_ns(now);
+  while (!expiry_heap_.empty() && expiry_heap_.front().at_ns <= now_ns) {
+    std::pop_heap(expiry_heap_.begin(), expiry_heap_.end(), std::greater<>{});
+    const expiry due = expiry_heap_.back();
+    expiry_heap_.pop_back();
+    if (due.worker >= workers_.size()) continue;
+    worker_state& state = workers_[due.worker];
+    worker_block* ref = state.blocks.find(due.key);
+    if (ref == nullptr || ref->expires_ns == 0) continue;  // gone, or now owned by a KV event
+    if (!is_live(due.worker, *ref)) {
+      state.blocks.erase(due.key);
+      continue;
+    }
+    if (ref->expires_ns > now_ns) {  // refreshed since this heap entry was armed
+      expiry_heap_.push_back({ref->expires_ns, due.worker, due.key});
+      std::push_heap(expiry_heap_.begin(), expiry_heap_.end(), std::greater<>{});
+      continue;
+    }
+    const std::uint32_t entry_index = ref->entry;
+    state.blocks.erase(due.key);
+    remove_pair(due.worker, entry_index);
+    ++counters_.expired_blocks;
+  }
+}
+
+void prefix_index::compact_expiry_heap() {
+  // Heap entries of pairs evicted or removed meanwhile are dead weight; rebuild from the live
+  // predicted pairs so the heap stays proportional to the bound.
+  expiry_heap_.clear();
+  for (worker_id w = 0; w < workers_.size(); ++w)
+    workers_[w].blocks.for_each([&](std::uint64_t key, const worker_block& ref) {
+      if (ref.expires_ns != 0 && is_live(w, ref)) expiry_heap_.push_back({ref.expires_ns, w, key});
+    });
+  std::make_heap(expiry_heap_.begin(), expiry_heap_.end(), std::greater<>{});
+}
+
+std::uint32_t prefix_index::find_matches(std::span<const std::uint64_t> sequence_hashes,
+                                         std::vector<std::uint32_t>& overlap_blocks) {
+  overlap_blocks.assign(workers_.size(), 0);
+  if (sequence_hashes.empty()) return 0;
+  scratch_active_.assign(words_, 0);
+  std::uint64_t* active = scratch_active_.data();
+
+  std::uint32_t depth = 0;
+  for (; depth < sequence_hashes.size(); ++depth) {
+    const std::uint32_t* found = by_sequence_hash_.find(sequence_hashes[depth]);
+    if (found == nullptr) break;
+    const std::uint64_t* bits = &worker_bits_[*found * words_];
+    std::uint64_t any = 0;
+    for (std::size_t w = 0; w < words_; ++w) {
+      const std::uint64_t still = depth == 0 ? bits[w] : (active[w] & bits[w]);
+      // Workers that drop out here cached exactly `depth` leading blocks.
+      for (std::uint64_t dropped = active[w] & ~still; dropped != 0; dropped &= dropped - 1)
+        overlap_blocks[w * bits_per_word + static_cast<std::size_t>(std::countr_zero(dropped))] = depth;
+      active[w] = still;
+      any |= still;
+    }
+    if (any == 0) break;
+    entries_[*found].referenced = true;
+  }
+  for (std::size_t w = 0; w < words_; ++w)
+    for (std::uint64_t word = active[w]; word != 0; word &= word - 1)
+      overlap_blocks[w * bits_per_word + static_cast<std::size_t>(std::countr_zero(word))] = depth;
+  return depth;
+}
+
+bool prefix_index::contains(worker_id worker, std::uint64_t sequence_hash) const {
+  if (worker >= workers_.size()) return false;
+  const std::uint32_t* found = by_sequence_hash_.find(sequence_hash);
+  return found != nullptr && has_bit(*found, worker);
+}
+
+void prefix_index::collect_worker_blocks(worker_id worker, std::vector<std::uint64_t>& out) const {
+  if (worker >= workers_.size()) return;
+  for (std::uint32_t e = 0; e < entries_.size(); ++e)
+    if (entries_[e].in_use && has_bit(e, worker)) out.push_back(entries_[e].sequence_hash);
+}
+
+std::uint64_t prefix_index::worker_blocks(worker_id worker) const {
+  return worker < workers_.size() ? workers_[worker].live_blocks : 0;
+}
+
+std::size_t prefix_index::memory_bytes() const {
+  std::size_t bytes = by_sequence_hash_.memory_bytes() + entries_.capacity() * sizeof(entry) +
+                      worker_bits_.capacity() * sizeof(std::uint64_t) +
+                      free_entries_.capacity() * sizeof(std::uint32_t) + expiry_heap_.capacity() * sizeof(expiry) +
+                      workers_.capacity() * sizeof(worker_state);
+  for (const worker_state& state : workers_) bytes += state.blocks.memory_bytes();
+  return bytes;
+}
+
+}  // namespace kvr

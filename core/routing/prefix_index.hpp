@@ -1,0 +1,146 @@
+#pragma once
+/// The prefix index of one worker set: which workers cache which blocks, built from the workers'
+/// KV events (or, in approximate mode, predicted from routing decisions), answering "how many
+/// leading blocks of this prompt does each worker already cache?".
+///
+/// Design (docs/architecture.md §4, docs/benchmarks.md for figures):
+/// - One entry per distinct chained sequence hash, holding a bitset of the workers that cache
+///   it, in a flat hash map. A sequence hash identifies the whole prefix up to its block, so
+///   matching a prompt is a walk over its sequence hashes with a running bitset intersection.
+/// - Per worker, a flat map from the engine's opaque block hash to the entry, for parent
+///   linkage and removals. Engine hashes differ between engines; the router's keys come from
+///   the token ids.
+/// - A hard bound on (worker, block) pairs. When full, entries are evicted in approximate LRU
+///   order (CLOCK: stores and matches set a reference bit; the sweeping hand spares an entry
+///   once per reference).
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/common/flat_u64_map.hpp"
+#include "core/kv/kv_event.hpp"
+#include "core/common/time.hpp"
+
+namespace kvr {
+
+/// What the index did with the events it was given; anything it could not apply is counted.
+struct index_counters {
+  std::uint64_t stored_blocks = 0;          ///< (worker, block) pairs added by stored events
+  std::uint64_t removed_blocks = 0;         ///< pairs removed by removed events
+  std::uint64_t cleared = 0;                ///< cleared events and removed workers
+  std::uint64_t unknown_parent = 0;         ///< stored events whose parent the worker never stored (dropped)
+  std::uint64_t unknown_removed = 0;        ///< removed hashes the worker never stored (ignored)
+  std::uint64_t malformed_stored = 0;       ///< stored events with a foreign block size or token count (dropped)
+  std::uint64_t evicted_entries = 0;        ///< entries dropped to keep within the bound
+  std::uint64_t predicted_blocks = 0;       ///< pairs inserted in approximate mode
+  std::uint64_t expired_blocks = 0;         ///< approximate pairs that reached their TTL
+};
+
+class prefix_index {
+ public:
+  /// Highest worker id + 1 the index accepts; ids are dense and assigned by the caller.
+  static constexpr worker_id max_workers = 1u << 16;
+
+  /// `block_size`: tokens per block (stored events with another size are dropped).
+  /// `max_blocks`: hard bound on (worker, block) pairs, at least 1.
+  /// `approx_ttl`: lifetime of a predicted pair in approximate mode.
+  prefix_index(std::uint32_t block_size, std::uint64_t max_blocks, duration approx_ttl = std::chrono::seconds(120));
+
+  /// Applies one event reported by `worker`. Returns false when the event was dropped (see
+  /// counters); true when it was applied, including removals of unknown hashes.
+  bool apply(worker_id worker, const kv_event& event);
+  bool apply_stored(worker_id worker, const kv_stored& event);
+  void apply_removed(worker_id worker, const kv_removed& event);
+  void apply_cleared(worker_id worker);
+
+  /// Drops every block of `worker` (the worker left the set).
+  void remove_worker(worker_id worker);
+
+  /// Approximate mode: records that `worker` will cache the prefix `sequence_hashes` (it was
+  /// just routed there), valid until `now + approx_ttl`. Re-predicting refreshes the TTL.
+  void insert_predicted(worker_id worker, std::span<const std::uint64_t> sequence_hashes, time_point now);
+  /// Drops predicted pairs whose TTL has passed.
+  void expire(time_point now);
+
+  /// For each worker id (`overlap_blocks` is resized to the number of worker slots), the count
+  /// of leading blocks of `sequence_hashes` it caches, stopping at its first missing block.
+  /// Marks matched entries as recently used. Returns the longest overlap.
+  std::uint32_t find_matches(std::span<const std::uint64_t> sequence_hashes, std::vector<std::uint32_t>& overlap_blocks);
+
+  /// Whether `worker` caches the block whose sequence hash is `sequence_hash`.
+  [[nodiscard]] bool contains(worker_id worker, std::uint64_t sequence_hash) const;
+  /// Appends the sequence hashes of every block `worker` caches (unordered).
+  void collect_worker_blocks(worker_id worker, std::vector<std::uint64_t>& out) const;
+
+  [[nodiscard]] std::uint64_t total_blocks() const { return total_blocks_; }
+  [[nodiscard]] std::uint64_t worker_blocks(worker_id worker) const;
+  [[nodiscard]] std::size_t entry_count() const { return by_sequence_hash_.size(); }
+  [[nodiscard]] std::uint64_t max_blocks() const { return max_blocks_; }
+  [[nodiscard]] std::uint32_t block_size() const { return block_size_; }
+  [[nodiscard]] const index_counters& counters() const { return counters_; }
+  /// Bytes held by the index's tables (capacity, not just size).
+  [[nodiscard]] std::size_t memory_bytes() const;
+
+ private:
+  struct entry {
+    std::uint64_t sequence_hash = 0;
+    std::uint32_t generation = 0;  ///< bumped when the entry is dropped, invalidating references
+    std::uint32_t worker_count = 0;
+    bool referenced = false;       ///< CLOCK reference bit
+    bool in_use = false;
+  };
+  /// A worker's reference to an entry, keyed by the engine's block hash (or, for predictions,
+  /// the sequence hash). Stale once the entry's generation moves on.
+  struct worker_block {
+    std::uint32_t entry = 0;
+    std::uint32_t generation = 0;
+    std::int64_t expires_ns = 0;  ///< approximate mode only; 0 = no TTL
+  };
+  struct worker_state {
+    flat_u64_map<worker_block> blocks;
+    std::uint64_t live_blocks = 0;
+  };
+  struct expiry {
+    std::int64_t at_ns;
+    worker_id worker;
+    std::uint64_t key;
+    friend bool operator>(const expiry& a, const expiry& b) { return a.at_ns > b.at_ns; }
+  };
+
+  worker_state& worker_slot(worker_id worker);
+  [[nodiscard]] bool is_live(worker_id worker, const worker_block& ref) const;
+  [[nodiscard]] bool has_bit(std::uint32_t entry_index, worker_id worker) const;
+  void grow_bitsets(std::size_t words);
+  /// Adds (worker, sequence_hash) unless present; evicts first if the bound is reached.
+  /// Returns the reference to store under the worker's key.
+  worker_block add_pair(worker_id worker, std::uint64_t sequence_hash);
+  void remove_pair(worker_id worker, std::uint32_t entry_index);
+  void drop_entry(std::uint32_t entry_index);
+  void evict_one();
+  void sweep_stale_references(worker_id worker);
+  void compact_expiry_heap();
+
+  std::uint32_t block_size_;
+  std::uint64_t max_blocks_;
+  duration approx_ttl_;
+
+  flat_u64_map<std::uint32_t> by_sequence_hash_;
+  std::vector<entry> entries_;
+  std::vector<std::uint64_t> worker_bits_;  ///< entries_.size() * words_ bitset words
+  std::size_t words_ = 1;
+  std::vector<std::uint32_t> free_entries_;
+  std::size_t clock_hand_ = 0;
+  std::vector<worker_state> workers_;
+  std::vector<expiry> expiry_heap_;  ///< min-heap of predicted pairs by expiry
+  std::uint64_t total_blocks_ = 0;
+  index_counters counters_;
+
+  // Reused scratch buffers (the index is single-threaded by contract).
+  std::vector<std::uint64_t> scratch_sequence_;
+  std::vector<std::uint32_t> scratch_entries_;
+  std::vector<std::uint64_t> scratch_images_;
+  std::vector<std::uint64_t> scratch_active_;
+};
+
+}  // namespace kvr

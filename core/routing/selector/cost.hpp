@@ -1,0 +1,43 @@
+#pragma once
+/// The kv-mode cost of sending a request to one worker (docs/architecture.md §5):
+///
+///     prefill_blocks = active_prefill_tokens / bs + max(0, ceil(isl / bs) - credit * overlap)
+///     decode_blocks  = active_decode_blocks + ceil(isl / bs) - active_overlap
+///     cost           = prefill_load_scale * prefill_blocks + decode_blocks
+///
+/// Lower is better. With credit 0 the cost is purely load-based. `active_overlap` is how much
+/// of the prompt the worker already holds for its in-flight requests: an engine shares those
+/// blocks, so they add no KV load (as Dynamo counts potential blocks). Without it, a worker
+/// running one request of a group would look a whole prompt busier than an idle one, and the
+/// group would be sent away from its cache as soon as it had traffic.
+
+#include <cstdint>
+
+#include "core/kv/kv_event.hpp"
+
+namespace kvr {
+
+/// One worker as the selector sees it: what it caches of this prompt and what it is busy with.
+struct worker_candidate {
+  worker_id worker = 0;
+  std::uint32_t overlap_blocks = 0;
+  std::uint64_t active_prefill_tokens = 0;
+  std::uint64_t active_decode_blocks = 0;
+  std::uint32_t active_overlap_blocks = 0;  ///< of this prompt's blocks, those its in-flight requests hold
+};
+
+/// The request-side inputs of the cost.
+struct cost_params {
+  std::uint32_t prompt_tokens = 0;
+  std::uint32_t block_size = 16;
+  double overlap_score_credit = 1.0;
+  double prefill_load_scale = 1.0;
+};
+
+[[nodiscard]] double kv_cost(const worker_candidate& candidate, const cost_params& params);
+
+/// The load that the load-only policies (power-of-two, least-loaded) compare: booked work in
+/// blocks, prefill and decode alike.
+[[nodiscard]] double booked_load(const worker_candidate& candidate, std::uint32_t block_size);
+
+}  // namespace kvr
