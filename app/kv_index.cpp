@@ -122,8 +122,8 @@ int run_kv_index(const std::vector<std::string>& args) {
   caf::actor_system_config caf_config;
   configure_actor_system(caf_config, 2);
   caf::actor_system system{caf_config};
-  scorer_settings scorer_config{config, {}};
-  for (const kv_publisher& p : settings.publishers) scorer_config.worker_names.push_back(p.name);
+  scorer_settings scorer_config{.routing = {.config = config}};
+  for (const kv_publisher& p : settings.publishers) scorer_config.routing.worker_names.push_back(p.name);
   const scorer_actor scorer = spawn_scorer(system, scorer_config);
 
   std::optional<kv_subscriber> subscriber;

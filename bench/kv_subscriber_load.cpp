@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     zmq::socket_t& pub = pubs.emplace_back(context, zmq::socket_type::pub);
     pub.set(zmq::sockopt::sndhwm, 100000);
     pub.bind("tcp://127.0.0.1:*");
-    settings.publishers.push_back({.worker = w, .name = "w" + std::to_string(w),
+    settings.publishers.push_back({.index = w, .name = "w" + std::to_string(w),
                                    .endpoint = pub.get(zmq::sockopt::last_endpoint), .replay_endpoint = {}, .topic = {}});
   }
 
@@ -109,8 +109,8 @@ int main(int argc, char** argv) {
   caf::actor_system system{caf_config};
   router_config config;
   config.block_size = block_size;
-  scorer_settings scorer_config{config, {}};
-  for (const auto& p : settings.publishers) scorer_config.worker_names.push_back(p.name);
+  scorer_settings scorer_config{.routing = {.config = config}};
+  for (const auto& p : settings.publishers) scorer_config.routing.worker_names.push_back(p.name);
   const scorer_actor scorer = spawn_scorer(system, scorer_config);
   kv_subscriber subscriber(settings, [scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // SUB sockets connect

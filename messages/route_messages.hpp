@@ -9,30 +9,10 @@
 #include <vector>
 
 #include "core/prompt/openai.hpp"
+#include "core/prompt/prompt_plan.hpp"
+#include "core/routing/lifecycle.hpp"
 
 namespace kvr {
-
-/// One candidate as the scorer saw it (reported in dry-run answers).
-struct candidate_view {
-  std::uint32_t worker = 0;
-  std::uint32_t overlap_blocks = 0;
-  std::uint64_t active_prefill_tokens = 0;
-  std::uint64_t active_decode_blocks = 0;
-  bool healthy = true;
-};
-
-/// The scorer's answer.
-struct route_decision {
-  bool ok = false;
-  api_errc error = api_errc::no_worker_available;  ///< when !ok
-  std::string error_message;
-  std::uint32_t worker = 0;          ///< index into the set's workers
-  std::uint32_t overlap_blocks = 0;  ///< cached blocks of the prompt on that worker
-  double cost = 0.0;
-  std::uint32_t prompt_blocks = 0;
-  std::uint32_t prompt_tokens = 0;   ///< exact when tokenized, else the request's estimate
-  std::vector<candidate_view> candidates;  ///< filled for dry runs only
-};
 
 /// Where the answer goes: a callback that posts back to the connection's I/O thread. Called
 /// exactly once, on an actor's thread.
@@ -45,6 +25,7 @@ struct route_job {
   std::shared_ptr<const routing_request> request;
   std::vector<std::uint32_t> excluded_workers;  ///< workers that already failed this request
   bool dry_run = false;                         ///< decide, but book nothing
+  prompt_plan plan;                             ///< what the hasher does with the prompt (ingress plans it)
   std::vector<std::uint64_t> sequence_hashes;   ///< the prompt's blocks (hasher)
   std::uint32_t prompt_tokens = 0;              ///< exact length once tokenized; 0 = the request's estimate
   route_sink reply;
@@ -62,25 +43,10 @@ struct media_resolution {
 };
 using media_resolution_ptr = std::shared_ptr<const media_resolution>;
 
-/// One step in the life of a request that ingress routed itself: round-robin and random
-/// decisions need no load, so I/O threads take them without a round trip to the scorer and
-/// report what the scorer must book and release afterwards, in batches.
-struct lifecycle_event {
-  enum class kind : std::uint8_t {
-    booked,         ///< routed to `worker` with `prompt_tokens` (the request's estimate)
-    first_token,    ///< the worker's first bytes arrived: its prefill is done
-    finished,       ///< ended, however it ended: release the booking
-    worker_failed,  ///< `worker` failed before answering: release, keep the worker out a while
-  };
-  kind what = kind::booked;
-  std::uint64_t request_id = 0;
-  std::uint32_t worker = 0;
-  std::uint32_t prompt_tokens = 0;
-};
-/// Applied in order by the scorer. One I/O thread's events for one set, in the order they happened.
+/// Bookings, first tokens, ends and failures of requests, for the scorer's loads: one I/O
+/// thread's events for one set, in the order they happened, applied in that order. I/O threads
+/// batch the steps of requests they routed themselves (round-robin, random); a step of a request
+/// the scorer routed travels on its own, as a `lifecycle_event`.
 using lifecycle_batch_ptr = std::shared_ptr<const std::vector<lifecycle_event>>;
-
-/// How a routed request ended.
-enum class request_outcome : std::uint8_t { completed, client_disconnected, worker_error };
 
 }  // namespace kvr

@@ -13,20 +13,14 @@ using scorer_actor = caf::typed_actor<
     caf::reacts_to<kv_updates>,
     /// Route a request (answer through the job's sink) and book it on the chosen worker.
     caf::reacts_to<route_job_ptr>,
-    /// The worker sent its first byte for this request: its prefill is done.
-    caf::reacts_to<first_token_atom, std::uint64_t>,
-    /// The request ended (success, worker error or client disconnect): release its booking.
-    caf::reacts_to<finished_atom, std::uint64_t>,
-    /// The worker failed before answering: release, and keep the worker out for a while.
-    caf::reacts_to<worker_failed_atom, std::uint64_t, std::uint32_t>,
+    /// One step of a request the scorer routed: first token, end, or the worker's failure.
+    caf::reacts_to<lifecycle_event>,
     /// Bookings and lifecycle of requests ingress routed itself (round-robin, random).
     caf::reacts_to<lifecycle_batch_ptr>,
     /// The health checker's verdict on a worker: up (true) or down (false).
     caf::reacts_to<worker_health_atom, std::uint32_t, bool>,
     /// Periodic housekeeping (expiry, the published snapshot).
     caf::reacts_to<tick_atom>,
-    /// A worker left the set: drop its index entries.
-    caf::reacts_to<remove_worker_atom, std::uint32_t>,
     /// The index and its counters as JSON (operators and tests).
     caf::replies_to<dump_index_atom>::with<std::string>>;
 

@@ -28,9 +28,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvr, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvr, (kvr::route_job_ptr))
   CAF_ADD_TYPE_ID(kvr, (kvr::media_resolution_ptr))
   CAF_ADD_TYPE_ID(kvr, (kvr::lifecycle_batch_ptr))
-  CAF_ADD_ATOM(kvr, kvr, first_token_atom, "firsttok")
-  CAF_ADD_ATOM(kvr, kvr, finished_atom, "finished")
-  CAF_ADD_ATOM(kvr, kvr, worker_failed_atom, "wfailed")
+  CAF_ADD_TYPE_ID(kvr, (kvr::lifecycle_event))
   CAF_ADD_ATOM(kvr, kvr, tick_atom, "tick")
   CAF_ADD_ATOM(kvr, kvr, worker_health_atom, "whealth")
 
@@ -41,7 +39,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvr, caf::first_custom_type_id)
 
   // -- operator / debug requests
   CAF_ADD_ATOM(kvr, kvr, dump_index_atom, "dumpindex")
-  CAF_ADD_ATOM(kvr, kvr, remove_worker_atom, "rmworker")
 
 CAF_END_TYPE_ID_BLOCK(kvr)
 
@@ -49,5 +46,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::kv_updates)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::route_job_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::media_resolution_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::lifecycle_batch_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::lifecycle_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::router_file>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::etcd_cards>)

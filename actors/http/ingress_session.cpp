@@ -57,6 +57,21 @@ void append_field(std::string& out, beast::string_view name, beast::string_view 
   out += "\r\n";
 }
 
+/// How a routed request ended.
+enum class request_outcome : std::uint8_t { completed, client_disconnected, worker_error };
+
+/// The answer a client gets when routing chose no worker.
+api_error routing_error(route_failure failure) {
+  switch (failure) {
+    case route_failure::every_worker_failed: return {api_errc::worker_failed, "every available worker failed this request", {}};
+    case route_failure::set_retired:
+      return {api_errc::no_worker_available, "the worker set was reconfigured before this request was routed; retry", {}};
+    case route_failure::no_healthy_worker:
+    case route_failure::none: break;
+  }
+  return {api_errc::no_worker_available, "no healthy worker is available for this model", {}};
+}
+
 class session;
 
 /// Where an actor's routing decision goes: posted to the session's I/O thread. A job an actor
@@ -268,12 +283,9 @@ class session final : public std::enable_shared_from_this<session>, public timed
     job->reply = [answer = std::make_shared<decision_sink>(shared_from_this())](route_decision decision) {
       answer->deliver(std::move(decision));
     };
-    // Only prompts the hasher can hash take the extra hop: token ids, text when the set has a
-    // tokenizer, chats when it also has a chat template.
-    const bool hashable = !routing_->prompt_token_ids.empty() ||
-                          (set_->hashes_text && !routing_->prompt_text.empty()) ||
-                          (set_->hashes_chat && routing_->endpoint == api_endpoint::chat_completions);
-    if (!set_->hashers.empty() && hashable)
+    // Only prompts the set's hashers can hash take the extra hop (core/prompt/prompt_plan).
+    job->plan = set_->hashers.empty() ? prompt_plan{} : plan_prompt(*routing_, set_->prompts);
+    if (job->plan.needs_hasher())
       caf::anon_send(set_->hashers[hasher_for(*routing_, request_id_, set_->hashers.size())], std::move(job));
     else
       caf::anon_send(set_->scorer, std::move(job));
@@ -295,7 +307,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
 
   void on_decision(route_decision decision) {
     set_->routing_in_flight->fetch_sub(1);
-    if (!decision.ok) return send_error({decision.error, decision.error_message, {}});
+    if (!decision.ok()) return send_error(routing_error(decision.failure));
     if (dry_run_) return answer_dry_run(decision);
     proxy_to(decision.worker);
   }
@@ -545,13 +557,8 @@ class session final : public std::enable_shared_from_this<session>, public timed
   /// the thread routed it, else a message of its own.
   void tell_scorer(lifecycle_event::kind what) {
     if (routed_locally_) return thread_.report(set_->scorer, {what, request_id_, worker_, 0});
-    switch (what) {
-      case lifecycle_event::kind::first_token: return caf::anon_send(set_->scorer, first_token_atom_v, request_id_);
-      case lifecycle_event::kind::finished: return caf::anon_send(set_->scorer, finished_atom_v, request_id_);
-      case lifecycle_event::kind::worker_failed:
-        return caf::anon_send(set_->scorer, worker_failed_atom_v, request_id_, worker_);
-      case lifecycle_event::kind::booked: return;  // the scorer booked it when it decided
-    }
+    if (what == lifecycle_event::kind::booked) return;  // the scorer booked it when it decided
+    caf::anon_send(set_->scorer, lifecycle_event{what, request_id_, worker_, 0});
   }
 
   /// While a request is routed and proxied, the pending read of the client notices it going
@@ -661,8 +668,7 @@ void decision_sink::deliver(route_decision decision) {
 decision_sink::~decision_sink() {
   if (!session_) return;  // delivered
   route_decision dropped;
-  dropped.error = api_errc::no_worker_available;
-  dropped.error_message = "the worker set was reconfigured before this request was routed; retry";
+  dropped.failure = route_failure::set_retired;
   deliver(std::move(dropped));
 }
 

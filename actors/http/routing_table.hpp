@@ -11,6 +11,7 @@
 #include "actors/pipeline/hasher.hpp"
 #include "actors/pipeline/scorer.hpp"
 #include "core/config/router_config.hpp"
+#include "core/prompt/prompt_plan.hpp"
 
 namespace kvr {
 
@@ -34,8 +35,7 @@ struct worker_set_route {
   std::vector<worker_target> workers;
   scorer_actor scorer;
   std::vector<hasher_actor> hashers;  ///< empty: the set does not score prefix overlap
-  bool hashes_text = false;           ///< the hashers have a tokenizer (text prompts can be hashed)
-  bool hashes_chat = false;           ///< ... and a chat template (chat requests can be hashed)
+  prompt_capabilities prompts;        ///< what the hashers can hash (none where there are none)
   bool fetches_media = false;         ///< the set has a media fetcher (multimodal, overlap scored)
   /// The hashers' counters; every set has them, at zero where the gate spawns no hashers.
   std::shared_ptr<kvr::hasher_counters> hashing = std::make_shared<kvr::hasher_counters>();

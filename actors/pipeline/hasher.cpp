@@ -152,22 +152,25 @@ hasher_actor::behavior_type hasher(hasher_pointer self, scorer_actor scorer, std
         const routing_request& request = *job->request;
         const std::vector<std::uint32_t>* tokens = &request.prompt_token_ids;
         std::span<const image_span> spans;
-        if (tokens->empty() && s.text_tokenizer) {
-          if (request.endpoint == api_endpoint::chat_completions && s.resources.hashes_chat()) {
+        switch (job->plan.path) {
+          case prompt_path::token_ids:
+          case prompt_path::none: break;
+          case prompt_path::text:
+            s.tokenize(request.prompt_text);
+            tokens = &s.tokens;
+            break;
+          case prompt_path::chat:
             if (auto prompt = s.render_chat(request.chat)) {
               s.tokenize(*prompt);
               tokens = &s.tokens;
-              if (s.resources.multimodal) {
+              if (job->plan.images) {
                 if (resolve_images(self, job)) return;  // continues on media_resolution
                 spans = s.spans;
               }
             }
-          } else if (!request.prompt_text.empty()) {
-            s.tokenize(request.prompt_text);
-            tokens = &s.tokens;
-          }
-          if (tokens == &s.tokens) job->prompt_tokens = static_cast<std::uint32_t>(s.tokens.size());
+            break;
         }
+        if (tokens == &s.tokens) job->prompt_tokens = static_cast<std::uint32_t>(s.tokens.size());
         s.hash(*tokens, spans, block_size, *job);
         self->send(scorer, job);
       },

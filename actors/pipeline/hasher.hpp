@@ -47,6 +47,10 @@ struct hasher_resources {
 
   /// Whether chat requests can be hashed (they need a tokenizer and a way to render).
   [[nodiscard]] bool hashes_chat() const { return text_tokenizer && (chat || chat_plain_fallback); }
+  /// What ingress plans each request's prompt against.
+  [[nodiscard]] prompt_capabilities capabilities() const {
+    return {.tokenizer = text_tokenizer != nullptr, .chat = hashes_chat(), .images = multimodal.has_value()};
+  }
 };
 
 /// Spawns one hasher of a set's pool; it forwards every job to `scorer`.

@@ -70,17 +70,18 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
       return std::unexpected(fmt::format("worker set {}: worker {}: only http:// worker URLs are supported", card.name, w.url));
   }
   scorer_settings scorer_config;
-  scorer_config.config = config;
-  for (const worker_target& w : set.workers) scorer_config.worker_names.push_back(w.name);
-  scorer_config.unhealthy_backoff = serve.unhealthy_backoff;
-  scorer_config.index_grace = serve.index_grace;
+  worker_set_router_settings& routing = scorer_config.routing;
+  routing.config = config;
+  for (const worker_target& w : set.workers) routing.worker_names.push_back(w.name);
+  routing.unhealthy_backoff = serve.unhealthy_backoff;
+  routing.index_grace = serve.index_grace;
   std::vector<kv_publisher> publishers;
   if (should_subscribe_to_kv_events(config)) {
     for (const publisher_spec& p : expand_publishers(card.workers)) {
       if (p.endpoint.empty() && serve.kv_bind.empty()) continue;  // this worker publishes no events
       publishers.push_back(to_kv_publisher(p, static_cast<worker_id>(publishers.size())));
-      scorer_config.publisher_worker.push_back(p.worker);
-      scorer_config.publisher_names.push_back(p.name);
+      routing.publisher_worker.push_back(p.worker);
+      routing.publisher_names.push_back(p.name);
     }
     if (publishers.empty())
       std::cerr << "kvrouter: warning: worker set " << card.name
@@ -92,8 +93,7 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
   if (uses_prefix_overlap(config)) {
     auto resources = load_hasher_resources(card);
     if (!resources) return std::unexpected(resources.error());
-    set.hashes_text = resources->text_tokenizer != nullptr;
-    set.hashes_chat = resources->hashes_chat();
+    set.prompts = resources->capabilities();
     resources->counters = set.hashing;
     // The gate: image URLs are fetched only where images can pay off (prefix overlap scored,
     // and the card describes the model's images). Everywhere else no fetcher exists at all.
@@ -172,8 +172,8 @@ class set_registry {
       table->sets.push_back(set.route);
       // What actually runs, beside what the config says should.
       sets["sets"][i]["pipeline"] = {{"hashers", set.route.hashers.size()},
-                                     {"hashes_text", set.route.hashes_text},
-                                     {"hashes_chat", set.route.hashes_chat},
+                                     {"hashes_text", set.route.prompts.tokenizer},
+                                     {"hashes_chat", set.route.prompts.chat},
                                      {"media_fetcher", set.route.fetches_media},
                                      {"kv_subscriber", set.subscriber.has_value()},
                                      {"kv_publishers", set.subscriber ? set.subscriber->stats().size() : 0},

@@ -208,11 +208,11 @@ struct kv_subscriber::impl {
 
   void apply_action(publisher_state& p, seq_action action, kv_batch& batch) {
     switch (action) {
-      case seq_action::apply: pending->push_back({p.config.worker, false, std::move(batch)}); break;
-      case seq_action::clear_and_apply: pending->push_back({p.config.worker, true, std::move(batch)}); break;
+      case seq_action::apply: pending->push_back({p.config.index, false, std::move(batch)}); break;
+      case seq_action::clear_and_apply: pending->push_back({p.config.index, true, std::move(batch)}); break;
       case seq_action::request_replay: request_replay(p); break;
       case seq_action::clear_and_request_replay:
-        pending->push_back({p.config.worker, true, kv_batch{}});  // the restarted engine's cache starts empty
+        pending->push_back({p.config.index, true, kv_batch{}});  // the restarted engine's cache starts empty
         request_replay(p);
         break;
       case seq_action::hold:
@@ -241,10 +241,10 @@ struct kv_subscriber::impl {
     const auto outcome = p.tracker.on_replay_end(completed, held);
     bool clear = outcome.clear_first;
     for (kv_batch& batch : held) {
-      pending->push_back({p.config.worker, clear, std::move(batch)});
+      pending->push_back({p.config.index, clear, std::move(batch)});
       clear = false;
     }
-    if (clear) pending->push_back({p.config.worker, true, kv_batch{}});
+    if (clear) pending->push_back({p.config.index, true, kv_batch{}});
     if (outcome.replay_again) request_replay(p);
   }
 

@@ -25,7 +25,7 @@ namespace kvr {
 
 /// One KV-event publisher: an engine, or one data-parallel rank of it.
 struct kv_publisher {
-  worker_id worker = 0;
+  worker_id index = 0;          ///< the publisher's id in its set (the prefix index's id)
   std::string name;             ///< for logs and counters, e.g. "w0" or "w0/dp1"
   std::string endpoint;         ///< connect mode: the engine's PUB endpoint; unused in bind mode
   std::string replay_endpoint;  ///< the engine's ROUTER replay endpoint; empty = none
@@ -34,7 +34,7 @@ struct kv_publisher {
 
 /// A publisher of a worker spec, as index id `index` of its set.
 inline kv_publisher to_kv_publisher(const publisher_spec& spec, worker_id index) {
-  return {.worker = index, .name = spec.name, .endpoint = spec.endpoint, .replay_endpoint = spec.replay_endpoint,
+  return {.index = index, .name = spec.name, .endpoint = spec.endpoint, .replay_endpoint = spec.replay_endpoint,
           .topic = spec.topic};
 }
 

@@ -1,0 +1,65 @@
+#pragma once
+/// The steps of a routed request's life that a worker set's routing state hears about, and the
+/// decision it makes for a request. Plain values: the scorer actor carries them between ingress
+/// and `worker_set_router`; core never sees a message.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace kvr {
+
+/// One step in the life of a routed request.
+struct lifecycle_event {
+  enum class kind : std::uint8_t {
+    booked,         ///< routed to `worker` with `prompt_tokens` by ingress itself (round-robin, random)
+    first_token,    ///< the worker's first bytes arrived: its prefill is done
+    finished,       ///< ended, however it ended: release the booking
+    worker_failed,  ///< `worker` failed before answering: release, keep the worker out a while
+  };
+  kind what = kind::booked;
+  std::uint64_t request_id = 0;
+  std::uint32_t worker = 0;
+  std::uint32_t prompt_tokens = 0;
+};
+
+/// What routing needs to know about one request to place it.
+struct route_query {
+  std::uint64_t request_id = 0;
+  std::span<const std::uint64_t> sequence_hashes;  ///< the prompt's full blocks; empty = not hashed
+  std::uint32_t prompt_tokens = 0;                 ///< exact once tokenized, else the request's estimate
+  std::span<const std::uint32_t> excluded_workers;  ///< workers that already failed this request
+  bool dry_run = false;                            ///< decide, but book nothing
+};
+
+/// Why no worker was chosen.
+enum class route_failure : std::uint8_t {
+  none,                 ///< a worker was chosen
+  no_healthy_worker,    ///< every worker is down or backing off
+  every_worker_failed,  ///< the workers left all failed this request already
+  set_retired,          ///< the worker set was reconfigured before the request was routed
+};
+
+/// One candidate as routing saw it (reported in dry-run answers).
+struct candidate_view {
+  std::uint32_t worker = 0;
+  std::uint32_t overlap_blocks = 0;
+  std::uint64_t active_prefill_tokens = 0;
+  std::uint64_t active_decode_blocks = 0;
+  bool healthy = true;
+};
+
+/// Where a request goes, and what routing knew when it chose.
+struct route_decision {
+  route_failure failure = route_failure::no_healthy_worker;
+  std::uint32_t worker = 0;          ///< index into the set's workers
+  std::uint32_t overlap_blocks = 0;  ///< cached blocks of the prompt on that worker
+  double cost = 0.0;
+  std::uint32_t prompt_blocks = 0;
+  std::uint32_t prompt_tokens = 0;   ///< exact when tokenized, else the request's estimate
+  std::vector<candidate_view> candidates;  ///< filled for dry runs only
+
+  [[nodiscard]] bool ok() const { return failure == route_failure::none; }
+};
+
+}  // namespace kvr

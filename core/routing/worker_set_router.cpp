@@ -1,0 +1,170 @@
+#include "core/routing/worker_set_router.hpp"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "core/routing/selector/candidates.hpp"
+
+namespace kvr {
+
+worker_set_router::worker_set_router(worker_set_router_settings settings) : settings_(std::move(settings)) {
+  if (settings_.publisher_worker.empty())
+    for (std::uint32_t w = 0; w < workers(); ++w) settings_.publisher_worker.push_back(w);
+  if (settings_.publisher_names.empty())
+    for (std::uint32_t w : settings_.publisher_worker)
+      settings_.publisher_names.push_back(w < workers() ? settings_.worker_names[w] : std::string("?"));
+  const router_config& config = settings_.config;
+  index_ = std::make_unique<prefix_index>(config.block_size, config.max_index_blocks,
+                                          std::chrono::seconds(config.approx_ttl_secs));
+  active_ = std::make_unique<active_sequences>(config.block_size, config.track_active_blocks, settings_.max_request_age);
+  rng_.seed(settings_.seed);
+  workers_.assign(workers(), {});
+  events_.resize(settings_.publisher_worker.size());
+}
+
+bool worker_set_router::healthy(std::uint32_t worker, time_point now) const {
+  return worker < workers_.size() && !workers_[worker].down_since && now >= workers_[worker].unhealthy_until;
+}
+
+void worker_set_router::compute_overlaps(std::span<const std::uint64_t> sequence_hashes) {
+  if (!sequence_hashes.empty()) index_->find_matches(sequence_hashes, publisher_overlaps_);
+  else publisher_overlaps_.clear();
+  overlaps_by_worker(publisher_overlaps_, settings_.publisher_worker, workers(), worker_overlaps_);
+  // Blocks of this prompt each worker already holds for its in-flight requests: shared, not
+  // added (decode load), and in its cache even if their KV events have not arrived yet (a
+  // group's second request often comes before the first one's BlockStored).
+  active_overlaps_.assign(workers(), 0);
+  if (sequence_hashes.empty()) return;
+  for (std::uint32_t w = 0; w < workers(); ++w) {
+    active_overlaps_[w] = active_->active_prefix_blocks(w, sequence_hashes);
+    worker_overlaps_[w] = std::max(worker_overlaps_[w], active_overlaps_[w]);
+  }
+}
+
+route_decision worker_set_router::decide(const route_query& query, time_point now) {
+  const router_config& config = settings_.config;
+  compute_overlaps(query.sequence_hashes);
+  healthy_.resize(workers());
+  for (std::uint32_t w = 0; w < workers(); ++w) healthy_[w] = healthy(w, now) ? 1 : 0;
+  collect_candidates(worker_overlaps_, active_->loads(), healthy_, query.excluded_workers, candidates_, active_overlaps_);
+
+  route_decision decision;
+  decision.prompt_tokens = query.prompt_tokens;
+  decision.prompt_blocks = (query.prompt_tokens + config.block_size - 1) / config.block_size;
+  const auto chosen = select_worker(candidates_, config, {query.prompt_tokens, round_robin_ticket_}, rng_);
+  if (!chosen) {
+    ++unroutable_;
+    decision.failure = query.excluded_workers.empty() ? route_failure::no_healthy_worker : route_failure::every_worker_failed;
+    return decision;
+  }
+  ++round_robin_ticket_;
+  decision.failure = route_failure::none;
+  decision.worker = chosen->worker;
+  decision.cost = chosen->cost;
+  decision.overlap_blocks = worker_overlaps_[chosen->worker];
+  if (query.dry_run) {
+    ++dry_runs_;
+    for (std::uint32_t w = 0; w < workers(); ++w) {
+      const worker_load load = active_->load(w);
+      decision.candidates.push_back({w, worker_overlaps_[w], load.prefill_tokens, load.decode_blocks, healthy_[w] != 0});
+    }
+    return decision;
+  }
+  book({query.request_id, chosen->worker, query.prompt_tokens, decision.overlap_blocks}, now, query.sequence_hashes);
+  // Approximate mode: the chosen worker will cache this prompt (publisher ids are worker ids).
+  if (uses_prefix_overlap(config) && !config.use_kv_events && !query.sequence_hashes.empty())
+    index_->insert_predicted(chosen->worker, query.sequence_hashes, now);
+  return decision;
+}
+
+void worker_set_router::book(const booking& request, time_point now, std::span<const std::uint64_t> sequence_hashes) {
+  if (request.worker >= workers()) return;
+  if (!active_->book(request, now, sequence_hashes)) return;  // already in flight: counted once
+  ++workers_[request.worker].routed;
+  ++routed_total_;
+}
+
+void worker_set_router::worker_failed(std::uint64_t request_id, std::uint32_t worker, time_point now) {
+  active_->release(request_id);
+  if (worker >= workers()) return;
+  workers_[worker].unhealthy_until = now + settings_.unhealthy_backoff;
+  ++workers_[worker].failures;
+}
+
+void worker_set_router::on_lifecycle(const lifecycle_event& event, time_point now) {
+  switch (event.what) {
+    case lifecycle_event::kind::booked: return book({event.request_id, event.worker, event.prompt_tokens, 0}, now, {});
+    case lifecycle_event::kind::first_token: return active_->first_token(event.request_id);
+    case lifecycle_event::kind::finished: return active_->release(event.request_id);
+    case lifecycle_event::kind::worker_failed: return worker_failed(event.request_id, event.worker, now);
+  }
+}
+
+void worker_set_router::on_health(std::uint32_t worker, bool up, time_point now) {
+  if (worker >= workers()) return;
+  worker_state& w = workers_[worker];
+  if (up) {
+    w.down_since.reset();
+    w.index_dropped = false;
+  } else if (!w.down_since) {
+    w.down_since = now;
+  }
+}
+
+void worker_set_router::on_kv_batch(std::uint32_t publisher, bool clear_first, const kv_batch& batch) {
+  if (publisher >= events_.size()) return;  // not a publisher of this set
+  if (clear_first) {
+    index_->apply_cleared(publisher);
+    ++clears_;
+  }
+  apply_batch(*index_, publisher, batch, events_[publisher]);
+}
+
+void worker_set_router::remove_publisher(std::uint32_t publisher) { index_->remove_worker(publisher); }
+
+void worker_set_router::tick(time_point now) {
+  active_->expire(now);
+  index_->expire(now);
+  for (std::uint32_t w = 0; w < workers(); ++w) {
+    worker_state& state = workers_[w];
+    if (!state.down_since || state.index_dropped || now - *state.down_since < settings_.index_grace) continue;
+    for (std::uint32_t p = 0; p < settings_.publisher_worker.size(); ++p)
+      if (settings_.publisher_worker[p] == w) index_->remove_worker(p);
+    state.index_dropped = true;
+  }
+}
+
+worker_set_status worker_set_router::status(time_point now) const {
+  worker_set_status status;
+  std::vector<std::uint64_t> blocks_per_worker(workers(), 0);
+  for (std::uint32_t p = 0; p < settings_.publisher_worker.size(); ++p)
+    if (settings_.publisher_worker[p] < workers()) blocks_per_worker[settings_.publisher_worker[p]] += index_->worker_blocks(p);
+  for (std::uint32_t w = 0; w < workers(); ++w) {
+    const worker_load load = active_->load(w);
+    status.workers.push_back({.name = settings_.worker_names[w],
+                              .healthy = healthy(w, now),
+                              .prefill_tokens = load.prefill_tokens,
+                              .decode_blocks = load.decode_blocks,
+                              .requests = load.requests,
+                              .index_blocks = blocks_per_worker[w],
+                              .routed = workers_[w].routed,
+                              .failures = workers_[w].failures});
+  }
+  status.routed = routed_total_;
+  status.dry_runs = dry_runs_;
+  status.unroutable = unroutable_;
+  status.expired_bookings = active_->counters().expired;
+  status.index_blocks = index_->total_blocks();
+  for (const auto& e : events_) status.kv_batches += e.batches;
+  return status;
+}
+
+nlohmann::json worker_set_router::dump_index() const {
+  nlohmann::json dump = kvr::dump_index(*index_, settings_.publisher_names);
+  for (std::size_t p = 0; p < events_.size(); ++p) dump["workers"][p]["events"] = to_json(events_[p]);
+  dump["subscriber_clears"] = clears_;
+  return dump;
+}
+
+}  // namespace kvr

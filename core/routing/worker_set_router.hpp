@@ -1,0 +1,125 @@
+#pragma once
+/// One worker set's routing state and its decisions: the prefix index of the set's publishers,
+/// the booked load of its workers, their health (the health checker's verdicts and the passive
+/// back-off after a failure), the grace period before a down worker's index entries go, and the
+/// map from KV publishers to workers. The scorer actor only unpacks messages, calls this class
+/// with the time and replies (snapshot -> pure strategy -> act).
+///
+/// Publisher vs worker: a *worker* is an HTTP endpoint requests go to; a *publisher* is one
+/// KV-event stream (a data-parallel worker publishes one per rank). The index is kept per
+/// publisher; loads, health and picks are per worker.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/common/time.hpp"
+#include "core/config/router_config.hpp"
+#include "core/kv/kv_apply.hpp"
+#include "core/kv/kv_event.hpp"
+#include "core/routing/active_sequences.hpp"
+#include "core/routing/lifecycle.hpp"
+#include "core/routing/prefix_index.hpp"
+#include "core/routing/selector/selector.hpp"
+
+namespace kvr {
+
+struct worker_set_router_settings {
+  router_config config;                   ///< the set's effective config
+  std::vector<std::string> worker_names;  ///< routable workers, indexed by worker id
+  /// KV publishers (index ids) -> their worker; empty = one publisher per worker (identity),
+  /// as in approximate mode.
+  std::vector<std::uint32_t> publisher_worker;
+  std::vector<std::string> publisher_names;  ///< for dumps; empty = the worker names
+  duration unhealthy_backoff = std::chrono::milliseconds(5000);
+  duration max_request_age = std::chrono::seconds(3600);  ///< bookings older than this are presumed lost
+  /// A worker the health checker reports down keeps its index entries this long (a short
+  /// outage loses nothing), then they are dropped.
+  duration index_grace = std::chrono::seconds(60);
+  std::uint64_t seed = 0x5eed;  ///< the selector's random tie-breaks
+};
+
+/// What the set's routing state looks like at one moment (for /metrics, /ready, /v1/router/sets).
+struct worker_set_status {
+  struct worker {
+    std::string name;
+    bool healthy = true;
+    std::uint64_t prefill_tokens = 0;
+    std::uint64_t decode_blocks = 0;
+    std::uint32_t requests = 0;
+    std::uint64_t index_blocks = 0;
+    std::uint64_t routed = 0;
+    std::uint64_t failures = 0;
+  };
+  std::vector<worker> workers;
+  std::uint64_t routed = 0;
+  std::uint64_t dry_runs = 0;
+  std::uint64_t unroutable = 0;
+  std::uint64_t expired_bookings = 0;
+  std::uint64_t index_blocks = 0;
+  std::uint64_t kv_batches = 0;
+};
+
+class worker_set_router {
+ public:
+  explicit worker_set_router(worker_set_router_settings settings);
+
+  /// Chooses a worker for `query` and, unless it is a dry run, books the request on it (and,
+  /// in approximate mode, predicts that the worker now caches the prompt).
+  [[nodiscard]] route_decision decide(const route_query& query, time_point now);
+  /// Applies one step of a request's life (bookings by ingress, first tokens, ends, failures).
+  void on_lifecycle(const lifecycle_event& event, time_point now);
+  /// The health checker's verdict on `worker`.
+  void on_health(std::uint32_t worker, bool up, time_point now);
+  /// A batch of KV events from `publisher`, after clearing its entries if `clear_first`.
+  /// Batches of publishers this set does not know are ignored.
+  void on_kv_batch(std::uint32_t publisher, bool clear_first, const kv_batch& batch);
+  /// A publisher left: its index entries go.
+  void remove_publisher(std::uint32_t publisher);
+  /// Housekeeping: expires lost bookings and predicted entries, drops the index entries of
+  /// workers down for longer than the grace period.
+  void tick(time_point now);
+
+  [[nodiscard]] bool healthy(std::uint32_t worker, time_point now) const;
+  [[nodiscard]] std::size_t workers() const { return settings_.worker_names.size(); }
+  [[nodiscard]] worker_set_status status(time_point now) const;
+  /// The index, per publisher, with its event counters (operators and tests).
+  [[nodiscard]] nlohmann::json dump_index() const;
+  [[nodiscard]] const prefix_index& index() const { return *index_; }
+  [[nodiscard]] const active_sequences& loads() const { return *active_; }
+
+ private:
+  struct worker_state {
+    time_point unhealthy_until{};            ///< passive back-off after a failure
+    std::optional<time_point> down_since;    ///< the health checker's "down"
+    bool index_dropped = false;              ///< entries dropped after the grace period
+    std::uint64_t routed = 0;
+    std::uint64_t failures = 0;
+  };
+
+  /// The one booking path: a decision's or one ingress made itself.
+  void book(const booking& request, time_point now, std::span<const std::uint64_t> sequence_hashes);
+  void worker_failed(std::uint64_t request_id, std::uint32_t worker, time_point now);
+  /// Per worker: the prompt's overlap (index and in-flight blocks) into `worker_overlaps_`.
+  void compute_overlaps(std::span<const std::uint64_t> sequence_hashes);
+
+  worker_set_router_settings settings_;
+  std::unique_ptr<prefix_index> index_;
+  std::unique_ptr<active_sequences> active_;
+  selector_rng rng_;
+  std::uint64_t round_robin_ticket_ = 0;
+  std::vector<worker_state> workers_;
+  std::vector<kv_event_counters> events_;  ///< per publisher
+  std::uint64_t routed_total_ = 0, dry_runs_ = 0, unroutable_ = 0, clears_ = 0;
+  // Reused per request.
+  std::vector<std::uint32_t> publisher_overlaps_, worker_overlaps_, active_overlaps_;
+  std::vector<std::uint8_t> healthy_;
+  std::vector<worker_candidate> candidates_;
+};
+
+}  // namespace kvr

@@ -1,0 +1,255 @@
+#include "core/routing/worker_set_router.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/core/routing/prefix_index_fixtures.hpp"
+
+namespace kvr {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::make_stored;
+using testing::request_hashes;
+using testing::test_block_size;
+
+const time_point t0{};
+
+/// A kv-mode set of `workers` workers, one publisher each unless `publisher_worker` says otherwise.
+worker_set_router_settings kv_set(std::uint32_t workers, std::vector<std::uint32_t> publisher_worker = {}) {
+  worker_set_router_settings settings;
+  settings.config.block_size = test_block_size;
+  for (std::uint32_t w = 0; w < workers; ++w) settings.worker_names.push_back("w" + std::to_string(w));
+  settings.publisher_worker = std::move(publisher_worker);
+  settings.unhealthy_backoff = 5s;
+  settings.index_grace = 60s;
+  settings.max_request_age = 1h;
+  return settings;
+}
+
+/// A batch storing blocks `block_ids` as one chain starting at the sequence's start.
+kv_batch stored_batch(const std::vector<std::uint32_t>& block_ids) {
+  std::vector<std::uint64_t> engine_hashes;
+  for (std::uint32_t id : block_ids) engine_hashes.push_back(1000 + id);
+  kv_batch batch;
+  batch.events.emplace_back(make_stored(engine_hashes, std::nullopt, block_ids));
+  return batch;
+}
+
+struct query_builder {
+  std::vector<std::uint64_t> hashes;
+  std::vector<std::uint32_t> excluded;
+  route_query query(std::uint64_t id, bool dry_run = false) const {
+    return {.request_id = id,
+            .sequence_hashes = hashes,
+            .prompt_tokens = static_cast<std::uint32_t>(hashes.size() * test_block_size),
+            .excluded_workers = excluded,
+            .dry_run = dry_run};
+  }
+};
+
+TEST(worker_set_router, sends_a_prompt_to_the_worker_whose_events_show_its_longest_prefix) {
+  worker_set_router router(kv_set(3));
+  router.on_kv_batch(1, false, stored_batch({10, 20, 30}));
+  router.on_kv_batch(2, false, stored_batch({10}));
+  const query_builder prompt{request_hashes({10, 20, 30, 40})};
+  const route_decision decision = router.decide(prompt.query(1), t0);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_EQ(decision.worker, 1u);
+  EXPECT_EQ(decision.overlap_blocks, 3u);
+  EXPECT_EQ(decision.prompt_blocks, 4u);
+}
+
+TEST(worker_set_router, takes_the_best_rank_of_a_data_parallel_worker_as_its_overlap) {
+  // Publishers 0 and 1 are ranks of worker 0; publisher 2 is worker 1.
+  worker_set_router router(kv_set(2, {0, 0, 1}));
+  router.on_kv_batch(1, false, stored_batch({10, 20, 30}));
+  router.on_kv_batch(2, false, stored_batch({10, 20}));
+  const query_builder prompt{request_hashes({10, 20, 30})};
+  const route_decision decision = router.decide(prompt.query(1), t0);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_EQ(decision.worker, 0u);
+  EXPECT_EQ(decision.overlap_blocks, 3u);
+  EXPECT_EQ(router.status(t0).workers[0].index_blocks, 3u);
+  EXPECT_EQ(router.status(t0).workers[1].index_blocks, 2u);
+}
+
+TEST(worker_set_router, ignores_batches_of_publishers_it_does_not_know) {
+  worker_set_router router(kv_set(2));
+  router.on_kv_batch(7, false, stored_batch({10, 20}));
+  EXPECT_EQ(router.index().total_blocks(), 0u);
+}
+
+TEST(worker_set_router, clears_a_publisher_before_a_batch_that_asks_for_it) {
+  worker_set_router router(kv_set(1));
+  router.on_kv_batch(0, false, stored_batch({10, 20}));
+  router.on_kv_batch(0, true, stored_batch({50}));
+  EXPECT_EQ(router.index().total_blocks(), 1u);
+  EXPECT_EQ(router.dump_index()["subscriber_clears"], 1);
+}
+
+TEST(worker_set_router, books_the_chosen_worker_and_releases_it_when_the_request_finishes) {
+  worker_set_router router(kv_set(2));
+  const query_builder prompt{request_hashes({10, 20})};
+  const route_decision decision = router.decide(prompt.query(42), t0);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_EQ(router.loads().load(decision.worker).requests, 1u);
+  EXPECT_EQ(router.loads().load(decision.worker).prefill_tokens, 8u);
+  router.on_lifecycle({lifecycle_event::kind::first_token, 42, decision.worker, 0}, t0);
+  EXPECT_EQ(router.loads().load(decision.worker).prefill_tokens, 0u);
+  router.on_lifecycle({lifecycle_event::kind::finished, 42, decision.worker, 0}, t0);
+  EXPECT_EQ(router.loads().load(decision.worker).requests, 0u);
+  EXPECT_EQ(router.status(t0).routed, 1u);
+}
+
+TEST(worker_set_router, a_busy_worker_loses_the_next_prompt_that_no_one_caches) {
+  worker_set_router router(kv_set(2));
+  const query_builder first{request_hashes({10, 20, 30, 40})};
+  const route_decision a = router.decide(first.query(1), t0);
+  const query_builder second{request_hashes({70, 80})};
+  const route_decision b = router.decide(second.query(2), t0);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a.worker, b.worker);
+}
+
+TEST(worker_set_router, a_dry_run_decides_and_lists_candidates_but_books_nothing) {
+  worker_set_router router(kv_set(2));
+  router.on_kv_batch(0, false, stored_batch({10}));
+  const query_builder prompt{request_hashes({10, 20})};
+  const route_decision decision = router.decide(prompt.query(1, true), t0);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_EQ(decision.worker, 0u);
+  ASSERT_EQ(decision.candidates.size(), 2u);
+  EXPECT_EQ(decision.candidates[0].overlap_blocks, 1u);
+  EXPECT_EQ(router.loads().in_flight(), 0u);
+  EXPECT_EQ(router.status(t0).dry_runs, 1u);
+  EXPECT_EQ(router.status(t0).routed, 0u);
+}
+
+TEST(worker_set_router, keeps_a_failed_worker_out_for_the_back_off_then_takes_it_back) {
+  worker_set_router router(kv_set(2));
+  router.on_lifecycle({lifecycle_event::kind::worker_failed, 9, 0, 0}, t0);
+  EXPECT_FALSE(router.healthy(0, t0 + 4s));
+  EXPECT_EQ(router.status(t0).workers[0].failures, 1u);
+  const query_builder prompt{request_hashes({10})};
+  for (std::uint64_t id = 1; id <= 20; ++id) {
+    const route_decision decision = router.decide(prompt.query(id), t0 + 1s);
+    ASSERT_TRUE(decision.ok());
+    EXPECT_EQ(decision.worker, 1u);
+  }
+  EXPECT_TRUE(router.healthy(0, t0 + 5s));
+}
+
+struct failure_case {
+  const char* name;
+  std::vector<std::uint32_t> excluded;
+  std::vector<std::uint32_t> down;
+  route_failure expected;
+};
+
+void PrintTo(const failure_case& c, std::ostream* os) { *os << c.name; }
+
+class worker_set_router_failures : public ::testing::TestWithParam<failure_case> {};
+
+TEST_P(worker_set_router_failures, names_why_no_worker_was_chosen) {
+  const failure_case& c = GetParam();
+  worker_set_router router(kv_set(2));
+  for (std::uint32_t w : c.down) router.on_health(w, false, t0);
+  query_builder prompt{request_hashes({10})};
+  prompt.excluded = c.excluded;
+  const route_decision decision = router.decide(prompt.query(1), t0);
+  EXPECT_EQ(decision.failure, c.expected);
+  if (!decision.ok()) EXPECT_EQ(router.status(t0).unroutable, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    table, worker_set_router_failures,
+    ::testing::Values(failure_case{"all_healthy", {}, {}, route_failure::none},
+                      failure_case{"one_excluded", {0}, {}, route_failure::none},
+                      failure_case{"both_excluded", {0, 1}, {}, route_failure::every_worker_failed},
+                      failure_case{"both_down", {}, {0, 1}, route_failure::no_healthy_worker},
+                      failure_case{"one_down_one_excluded", {1}, {0}, route_failure::every_worker_failed}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(worker_set_router, keeps_a_down_workers_index_through_the_grace_period_then_drops_it) {
+  worker_set_router router(kv_set(2, {0, 0, 1}));
+  router.on_kv_batch(0, false, stored_batch({10, 20}));
+  router.on_kv_batch(1, false, stored_batch({30}));
+  router.on_kv_batch(2, false, stored_batch({40}));
+  router.on_health(0, false, t0);
+  router.tick(t0 + 59s);
+  EXPECT_EQ(router.index().total_blocks(), 4u);
+  router.tick(t0 + 60s);
+  EXPECT_EQ(router.index().worker_blocks(0), 0u);
+  EXPECT_EQ(router.index().worker_blocks(1), 0u);
+  EXPECT_EQ(router.index().worker_blocks(2), 1u);
+  router.on_health(0, true, t0 + 61s);
+  EXPECT_TRUE(router.healthy(0, t0 + 61s));
+}
+
+TEST(worker_set_router, a_worker_back_before_its_grace_ends_keeps_its_index) {
+  worker_set_router router(kv_set(1));
+  router.on_kv_batch(0, false, stored_batch({10, 20}));
+  router.on_health(0, false, t0);
+  router.on_health(0, true, t0 + 30s);
+  router.tick(t0 + 90s);
+  EXPECT_EQ(router.index().total_blocks(), 2u);
+}
+
+TEST(worker_set_router, books_what_ingress_routed_itself_once_per_request) {
+  worker_set_router_settings settings = kv_set(2);
+  settings.config.mode = router_mode::round_robin;
+  worker_set_router router(settings);
+  router.on_lifecycle({lifecycle_event::kind::booked, 5, 1, 100}, t0);
+  router.on_lifecycle({lifecycle_event::kind::booked, 5, 1, 100}, t0);  // a duplicate: counted once
+  EXPECT_EQ(router.loads().load(1).requests, 1u);
+  EXPECT_EQ(router.loads().load(1).prefill_tokens, 100u);
+  EXPECT_EQ(router.status(t0).workers[1].routed, 1u);
+  router.on_lifecycle({lifecycle_event::kind::booked, 6, 9, 100}, t0);  // no such worker
+  EXPECT_EQ(router.status(t0).routed, 1u);
+}
+
+TEST(worker_set_router, expires_bookings_whose_end_never_came) {
+  worker_set_router router(kv_set(1));
+  const query_builder prompt{request_hashes({10})};
+  ASSERT_TRUE(router.decide(prompt.query(1), t0).ok());
+  router.tick(t0 + 59min);
+  EXPECT_EQ(router.loads().in_flight(), 1u);
+  router.tick(t0 + 61min);
+  EXPECT_EQ(router.loads().in_flight(), 0u);
+  EXPECT_EQ(router.status(t0 + 61min).expired_bookings, 1u);
+}
+
+TEST(worker_set_router, approximate_mode_predicts_the_chosen_worker_caches_the_prompt) {
+  worker_set_router_settings settings = kv_set(3);
+  settings.config.use_kv_events = false;
+  worker_set_router router(settings);
+  const query_builder prompt{request_hashes({10, 20, 30})};
+  const route_decision first = router.decide(prompt.query(1), t0);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first.overlap_blocks, 0u);
+  router.on_lifecycle({lifecycle_event::kind::finished, 1, first.worker, 0}, t0);
+  const route_decision second = router.decide(prompt.query(2), t0 + 1s);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second.worker, first.worker);
+  EXPECT_EQ(second.overlap_blocks, 3u);
+}
+
+TEST(worker_set_router, the_same_seed_makes_the_same_sequence_of_picks) {
+  auto picks = [](std::uint64_t seed) {
+    worker_set_router_settings settings = kv_set(4);
+    settings.seed = seed;
+    settings.config.mode = router_mode::random;
+    worker_set_router router(settings);
+    std::vector<std::uint32_t> out;
+    const query_builder prompt{request_hashes({10})};
+    for (std::uint64_t id = 1; id <= 64; ++id) out.push_back(router.decide(prompt.query(id, true), t0).worker);
+    return out;
+  };
+  EXPECT_EQ(picks(7), picks(7));
+  EXPECT_NE(picks(7), picks(8));
+}
+
+}  // namespace
+}  // namespace kvr
