@@ -80,30 +80,7 @@ void http_ingress::impl::accept(io_thread& thread) {
 
 std::string http_ingress::impl::metrics_text() {
   std::string out;
-  auto counter = [&](std::string_view name, std::string_view help, std::string_view type, auto value,
-                     std::string_view labels = {}) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{}{} {}\n", name, help, name, type, name, labels, value);
-  };
-  counter("kvrouter_connections_total", "Client connections accepted.", "counter", counters.connections.load());
-  counter("kvrouter_open_connections", "Client connections open now.", "gauge", counters.open_connections.load());
-  counter("kvrouter_proxied_requests_total", "Requests answered by a worker.", "counter", counters.proxied.load());
-  counter("kvrouter_proxied_requests_in_flight", "Requests streaming from a worker now.", "gauge",
-          counters.proxied_in_flight.load());
-  counter("kvrouter_retries_total", "Re-routes after a worker failed before answering.", "counter", counters.retries.load());
-  counter("kvrouter_stale_connection_retries_total", "Retries on a fresh connection after a pooled one was closed.",
-          "counter", counters.stale_connection_retries.load());
-  counter("kvrouter_worker_failures_total", "Workers failing before answering (refused, reset).", "counter",
-          counters.worker_failures.load());
-  counter("kvrouter_worker_timeouts_total", "Workers not answering within the upstream timeout.", "counter",
-          counters.worker_timeouts.load());
-  counter("kvrouter_client_disconnects_total", "Clients gone before their answer was complete.", "counter",
-          counters.client_disconnects.load());
-  counter("kvrouter_dry_runs_total", "Routing-only requests (x-kvrouter-dry-run: 1).", "counter", counters.dry_runs.load());
-  counter("kvrouter_overloaded_total", "Requests refused because routing was saturated.", "counter",
-          counters.overloaded.load());
-  out += "# HELP kvrouter_responses_total Responses by status class.\n# TYPE kvrouter_responses_total counter\n";
-  for (std::size_t c = 1; c < counters.responses_by_class.size(); ++c)
-    out += fmt::format("kvrouter_responses_total{{code=\"{}xx\"}} {}\n", c, counters.responses_by_class[c].load());
+  probe.write_metrics(out);
 
   auto table = current_table();
   auto family = [&](std::string_view name, std::string_view help, std::string_view type, auto value_of) {

@@ -21,6 +21,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 
 #include "actors/http/http_ingress.hpp"
+#include "actors/http/ingress_probe.hpp"
 #include "actors/http/local_routing.hpp"
 #include "core/prompt/openai.hpp"
 
@@ -30,22 +31,6 @@ namespace ingress {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using clock_type = std::chrono::steady_clock;
-
-/// Counters for /metrics, shared by all I/O threads.
-struct counters {
-  std::atomic<std::uint64_t> connections{0};
-  std::atomic<std::uint64_t> open_connections{0};
-  std::atomic<std::uint64_t> proxied{0};
-  std::atomic<std::uint64_t> proxied_in_flight{0};
-  std::atomic<std::uint64_t> retries{0};
-  std::atomic<std::uint64_t> stale_connection_retries{0};
-  std::atomic<std::uint64_t> worker_failures{0};
-  std::atomic<std::uint64_t> worker_timeouts{0};
-  std::atomic<std::uint64_t> client_disconnects{0};
-  std::atomic<std::uint64_t> dry_runs{0};
-  std::array<std::atomic<std::uint64_t>, 6> responses_by_class{};  ///< index = status / 100
-  std::atomic<std::uint64_t> overloaded{0};
-};
 
 /// A keep-alive connection to a worker, pooled per I/O thread between requests.
 struct upstream_connection {
@@ -96,7 +81,7 @@ struct io_thread {
 
 struct http_ingress::impl {
   ingress_settings settings;
-  ingress::counters counters;  ///< before `threads`: connections count themselves out when destroyed
+  ingress::ingress_probe probe;  ///< before `threads`: connections count themselves out when destroyed
   std::vector<std::unique_ptr<ingress::io_thread>> threads;
   std::mutex table_mutex;
   std::shared_ptr<const routing_table> table = std::make_shared<routing_table>();

@@ -1,0 +1,32 @@
+#include "actors/http/ingress_probe.hpp"
+
+#include <fmt/format.h>
+
+namespace kvr::ingress {
+
+void ingress_probe::write_metrics(std::string& out) const {
+  auto metric = [&](std::string_view name, std::string_view help, std::string_view type,
+                    const std::atomic<std::uint64_t>& value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value.load());
+  };
+  metric("kvrouter_connections_total", "Client connections accepted.", "counter", connections_);
+  metric("kvrouter_open_connections", "Client connections open now.", "gauge", open_connections_);
+  metric("kvrouter_proxied_requests_total", "Requests answered by a worker.", "counter", proxied_);
+  metric("kvrouter_proxied_requests_in_flight", "Requests streaming from a worker now.", "gauge", proxied_in_flight_);
+  metric("kvrouter_retries_total", "Re-routes after a worker failed before answering.", "counter", retries_);
+  metric("kvrouter_stale_connection_retries_total", "Retries on a fresh connection after a pooled one was closed.",
+         "counter", stale_connection_retries_);
+  metric("kvrouter_worker_failures_total", "Workers failing before answering (refused, reset).", "counter",
+         upstream_failures_);
+  metric("kvrouter_worker_timeouts_total", "Workers not answering within the upstream timeout.", "counter",
+         upstream_timeouts_);
+  metric("kvrouter_client_disconnects_total", "Clients gone before their answer was complete.", "counter",
+         client_disconnects_);
+  metric("kvrouter_dry_runs_total", "Routing-only requests (x-kvrouter-dry-run: 1).", "counter", dry_runs_);
+  metric("kvrouter_overloaded_total", "Requests refused because routing was saturated.", "counter", overloaded_);
+  out += "# HELP kvrouter_responses_total Responses by status class.\n# TYPE kvrouter_responses_total counter\n";
+  for (std::size_t c = 1; c < responses_by_class_.size(); ++c)
+    out += fmt::format("kvrouter_responses_total{{code=\"{}xx\"}} {}\n", c, responses_by_class_[c].load());
+}
+
+}  // namespace kvr::ingress

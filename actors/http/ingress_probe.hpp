@@ -1,0 +1,55 @@
+#pragma once
+/// What the HTTP ingress counts for /metrics, shared by every I/O thread: one method per thing
+/// that happens, so the request path says what happened and never how it is counted.
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace kvr::ingress {
+
+class ingress_probe {
+ public:
+  void connection_opened() {
+    bump(connections_);
+    bump(open_connections_);
+  }
+  void connection_closed() { open_connections_.fetch_sub(1, std::memory_order_relaxed); }
+  /// A worker's answer started reaching the client (counted once per request, retries or not).
+  void answer_started() {
+    bump(proxied_);
+    bump(proxied_in_flight_);
+  }
+  void answer_ended() { proxied_in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+  void retried() { bump(retries_); }
+  void stale_connection_retried() { bump(stale_connection_retries_); }
+  void upstream_failed() { bump(upstream_failures_); }
+  void upstream_timed_out() { bump(upstream_timeouts_); }
+  void client_disconnected() { bump(client_disconnects_); }
+  void dry_run() { bump(dry_runs_); }
+  void overloaded() { bump(overloaded_); }
+  void responded(unsigned status) { bump(responses_by_class_[std::min(status / 100, 5u)]); }
+
+  /// The ingress's families in Prometheus text format, appended to `out`.
+  void write_metrics(std::string& out) const;
+
+ private:
+  static void bump(std::atomic<std::uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
+
+  std::atomic<std::uint64_t> connections_{0};
+  std::atomic<std::uint64_t> open_connections_{0};
+  std::atomic<std::uint64_t> proxied_{0};
+  std::atomic<std::uint64_t> proxied_in_flight_{0};
+  std::atomic<std::uint64_t> retries_{0};
+  std::atomic<std::uint64_t> stale_connection_retries_{0};
+  std::atomic<std::uint64_t> upstream_failures_{0};
+  std::atomic<std::uint64_t> upstream_timeouts_{0};
+  std::atomic<std::uint64_t> client_disconnects_{0};
+  std::atomic<std::uint64_t> dry_runs_{0};
+  std::atomic<std::uint64_t> overloaded_{0};
+  std::array<std::atomic<std::uint64_t>, 6> responses_by_class_{};  ///< index = status / 100
+};
+
+}  // namespace kvr::ingress

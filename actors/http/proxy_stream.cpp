@@ -1,0 +1,212 @@
+#include "actors/http/proxy_stream.hpp"  // first: Asio wants <utility> before it under g++ 12
+
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "actors/http/http_fields.hpp"
+
+namespace kvr::ingress {
+
+namespace beast = boost::beast;
+using error_code = boost::system::error_code;
+
+void proxy_stream::start(const worker_target& worker, const http::request<http::string_body>& request, bool keep_alive) {
+  worker_ = &worker;
+  request_ = &request;
+  keep_alive_ = keep_alive;
+  prefill_reported_ = false;
+  cut_ = cut_reason::none;
+  write_upstream_head();
+  connect(connection_kind::pooled);
+}
+
+void proxy_stream::on_deadline() {
+  switch (phase_) {
+    case phase::writing_client: {  // the client does not take the answer: its write fails now
+      error_code ignored;
+      client_.close(ignored);
+      return;
+    }
+    case phase::connecting:
+    case phase::sending:
+    case phase::awaiting_answer:
+    case phase::relaying:
+      cut_ = cut_reason::deadline;
+      if (upstream_) upstream_->socket.close();  // the pending upstream operation fails now
+      return;
+    case phase::idle:
+    case phase::done: return;
+  }
+}
+
+void proxy_stream::cancel() {
+  if (phase_ == phase::idle || phase_ == phase::done) return;
+  cut_ = cut_reason::client_gone;
+  if (upstream_) upstream_->socket.close();
+}
+
+/// The request head as the worker gets it: the client's method, target (under the worker's
+/// path prefix) and fields, minus hop-by-hop ones, with the worker's Host and the body's length.
+void proxy_stream::write_upstream_head() {
+  upstream_head_.clear();
+  const auto method = request_->method_string();
+  const auto target = request_->target();
+  upstream_head_.append(method.data(), method.size());
+  upstream_head_ += ' ';
+  upstream_head_ += worker_->base_path;
+  upstream_head_.append(target.data(), target.size());
+  upstream_head_ += " HTTP/1.1\r\n";
+  for (const auto& field : *request_)
+    if (!is_request_field_replaced(field)) append_field(upstream_head_, field.name_string(), field.value());
+  upstream_head_ += fmt::format("Host: {}\r\nContent-Length: {}\r\n\r\n", worker_->host_header, request_->body().size());
+}
+
+void proxy_stream::connect(connection_kind kind) {
+  connection_ = kind;
+  phase_ = phase::connecting;
+  upstream_ = kind == connection_kind::pooled ? thread_.take_idle(worker_->url) : nullptr;
+  if (upstream_) return write_upstream();
+  if (connection_ == connection_kind::pooled) connection_ = connection_kind::fresh;
+  upstream_ = std::make_unique<upstream_connection>(thread_.io);
+  const auto endpoints = server_.endpoints_of(*worker_);
+  if (endpoints.empty()) return end_early(early_end::worker_failed, "the worker's address could not be resolved");
+  owner_.expire_after(server_.settings.connect_timeout);
+  // The condition stops the attempts at the next address once the connection was cut.
+  auto before_each_address = [this, keep = owner_.keep_alive()](const error_code&, const tcp::endpoint&) {
+    return cut_ == cut_reason::none;
+  };
+  asio::async_connect(upstream_->socket, endpoints, before_each_address,
+                      [this, keep = owner_.keep_alive()](error_code ec, const tcp::endpoint&) {
+                        if (!ec) {
+                          error_code ignored;
+                          upstream_->socket.set_option(tcp::no_delay(true), ignored);  // small SSE writes go out at once
+                          return write_upstream();
+                        }
+                        switch (cut_) {
+                          case cut_reason::client_gone: return end_early(early_end::client_gone, "");
+                          case cut_reason::deadline: return end_early(early_end::worker_failed, "cannot connect: timed out");
+                          case cut_reason::none: return end_early(early_end::worker_failed, fmt::format("cannot connect: {}", ec.message()));
+                        }
+                      });
+}
+
+void proxy_stream::write_upstream() {
+  phase_ = phase::sending;
+  owner_.expire_after(server_.settings.upstream_timeout);
+  const std::array<asio::const_buffer, 2> request{asio::buffer(upstream_head_), asio::buffer(request_->body())};
+  asio::async_write(upstream_->socket, request, [this, keep = owner_.keep_alive()](error_code ec, std::size_t) {
+    if (ec) return failed_before_answer(ec);
+    read_answer_head();
+  });
+}
+
+void proxy_stream::read_answer_head() {
+  phase_ = phase::awaiting_answer;
+  parser_.emplace();
+  parser_->body_limit(std::numeric_limits<std::uint64_t>::max());  // boost::none would mean 0
+  http::async_read_header(upstream_->socket, upstream_->buffer, *parser_,
+                          [this, keep = owner_.keep_alive()](error_code ec, std::size_t) {
+                            if (ec) return failed_before_answer(ec);
+                            forward_head();
+                          });
+}
+
+/// Nothing reached the client: the client left, the deadline passed, a pooled connection had
+/// gone stale (retried once, fresh), or the worker failed.
+void proxy_stream::failed_before_answer(const error_code& ec) {
+  if (cut_ == cut_reason::client_gone) return end_early(early_end::client_gone, "");
+  if (cut_ == cut_reason::deadline)
+    return end_early(early_end::timed_out,
+                     fmt::format("worker {} did not answer within {} s", worker_->name, server_.settings.upstream_timeout.count()));
+  if (connection_ == connection_kind::pooled) {
+    server_.probe.stale_connection_retried();
+    upstream_.reset();
+    return connect(connection_kind::fresh_after_stale);
+  }
+  end_early(early_end::worker_failed, ec.message());
+}
+
+/// The answer's head as the client gets it: the worker's status and fields, framed by
+/// kvrouter (the worker's length, or chunked when the worker streams without one). It goes out
+/// with the first body bytes: one write instead of two.
+void proxy_stream::forward_head() {
+  const auto& response = parser_->get();
+  chunked_ = !response.has_content_length() && !parser_->is_done();
+  status_ = response.result_int();
+  head_.clear();
+  head_ += fmt::format("HTTP/1.1 {} ", status_);
+  const auto reason = response.reason();
+  head_.append(reason.data(), reason.size());
+  head_ += "\r\n";
+  for (const auto& field : response)
+    if (!is_response_field_replaced(field.name())) append_field(head_, field.name_string(), field.value());
+  if (chunked_) head_ += "Transfer-Encoding: chunked\r\n";
+  else if (const auto length = parser_->content_length()) head_ += fmt::format("Content-Length: {}\r\n", *length);
+  if (!keep_alive_) head_ += "Connection: close\r\n";
+  head_ += "\r\n";
+  relay();
+}
+
+void proxy_stream::relay() {
+  if (parser_->is_done()) return write_client(0);
+  if (phase_ != phase::awaiting_answer) phase_ = phase::relaying;
+  auto& body = parser_->get().body();
+  body.data = chunk_.data();
+  body.size = chunk_.size();
+  owner_.expire_after(server_.settings.upstream_timeout);
+  http::async_read_some(upstream_->socket, upstream_->buffer, *parser_, [this, keep = owner_.keep_alive()](error_code ec, std::size_t) {
+    if (ec == http::error::need_buffer) ec = {};
+    if (!ec) return write_client(chunk_.size() - parser_->get().body().size);
+    if (phase_ == phase::awaiting_answer) return failed_before_answer(ec);
+    end_late(cut_ == cut_reason::client_gone ? late_end::client_gone : late_end::cut);
+  });
+}
+
+/// Forwards what one read brought (coalescing nothing across reads), then reads on.
+void proxy_stream::write_client(std::size_t bytes) {
+  const bool last = parser_->is_done();
+  // First bytes of a longer answer: the worker's prefill is done. (An answer complete in one
+  // read needs no separate message: finishing releases the prefill too.)
+  if (bytes > 0 && !prefill_reported_ && !last) {
+    prefill_reported_ = true;
+    owner_.on_first_bytes();
+  }
+  std::array<asio::const_buffer, 5> out;
+  std::size_t n = 0;
+  const bool head = phase_ == phase::awaiting_answer;
+  if (head) out[n++] = asio::buffer(head_);
+  if (chunked_ && bytes > 0) {
+    chunk_size_line_ = fmt::format("{:x}\r\n", bytes);
+    out[n++] = asio::buffer(chunk_size_line_);
+  }
+  if (bytes > 0) out[n++] = asio::buffer(chunk_.data(), bytes);
+  if (chunked_ && bytes > 0) out[n++] = asio::buffer("\r\n", 2);
+  if (chunked_ && last) out[n++] = asio::buffer("0\r\n\r\n", 5);
+  if (n == 0) return last ? end_late(late_end::completed) : relay();
+  if (head) server_.probe.answer_started();
+  phase_ = phase::writing_client;
+  owner_.expire_after(server_.settings.client_timeout);
+  asio::async_write(client_, std::span(out.data(), n), [this, last, keep = owner_.keep_alive()](error_code ec, std::size_t) {
+    if (ec) return end_late(late_end::client_gone);
+    if (last) return end_late(late_end::completed);
+    relay();
+  });
+}
+
+void proxy_stream::end_early(early_end why, std::string detail) {
+  phase_ = phase::done;
+  upstream_.reset();
+  owner_.on_early_end(why, std::move(detail));
+}
+
+void proxy_stream::end_late(late_end why) {
+  phase_ = phase::done;
+  if (why == late_end::completed && parser_->keep_alive() && upstream_->socket.is_open())
+    thread_.give_back(worker_->url, std::move(upstream_));
+  upstream_.reset();
+  server_.probe.answer_ended();
+  owner_.on_late_end(why, status_);
+}
+
+}  // namespace kvr::ingress

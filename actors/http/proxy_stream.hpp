@@ -1,0 +1,108 @@
+#pragma once
+/// One request relayed to one worker and its answer streamed back to the client, as an explicit
+/// state machine: connecting -> sending -> awaiting_answer -> (relaying <-> writing_client) -> done.
+/// Until the first bytes reach the client a failure is the worker's (or a timeout, or the
+/// client's departure) and the request may go elsewhere; after, the stream can only be cut.
+/// A pooled connection the worker closed meanwhile is retried once on a fresh one, unblamed.
+///
+/// Not part of the ingress's interface: include actors/http/http_ingress.hpp instead.
+
+#include "actors/http/ingress_server.hpp"  // first: Asio wants <utility> before it under g++ 12
+
+#include <boost/beast/http.hpp>
+
+namespace kvr::ingress {
+
+namespace http = boost::beast::http;
+
+class proxy_stream {
+ public:
+  enum class phase : std::uint8_t {
+    idle,             ///< no request (between requests)
+    connecting,       ///< opening a connection to the worker
+    sending,          ///< writing the request head and body
+    awaiting_answer,  ///< reading the answer's head and first bytes; nothing sent to the client yet
+    relaying,         ///< reading the worker's next bytes; the client has some already
+    writing_client,   ///< writing bytes to the client
+    done,
+  };
+  /// Why the stream ended before any bytes reached the client.
+  enum class early_end : std::uint8_t {
+    worker_failed,  ///< refused, reset, unresolvable, connect timeout: the worker's failure
+    timed_out,      ///< connected, but no answer within the upstream timeout
+    client_gone,    ///< the client left first: nobody's failure but the client's
+  };
+  /// How a stream that reached the client ended.
+  enum class late_end : std::uint8_t {
+    completed,    ///< the whole answer went through
+    client_gone,  ///< the client stopped taking it
+    cut,          ///< the worker's stream broke off (the client's connection must close)
+  };
+
+  /// The connection that owns the stream: deadlines and what happened.
+  class owner {
+   public:
+    virtual ~owner() = default;
+    /// Held by every pending operation, so the owner outlives them.
+    [[nodiscard]] virtual std::shared_ptr<void> keep_alive() = 0;
+    virtual void expire_after(std::chrono::seconds timeout) = 0;
+    /// The worker's first bytes of a longer answer arrived: its prefill is done.
+    virtual void on_first_bytes() = 0;
+    virtual void on_early_end(early_end why, std::string detail) = 0;
+    /// `status`: the worker's status code.
+    virtual void on_late_end(late_end why, unsigned status) = 0;
+  };
+
+  proxy_stream(http_ingress::impl& server, io_thread& thread, tcp::socket& client, owner& owner)
+      : server_(server), thread_(thread), client_(client), owner_(owner) {}
+
+  /// Sends `request` to `worker`; the answer's head says `Connection: close` unless `keep_alive`.
+  void start(const worker_target& worker, const http::request<http::string_body>& request, bool keep_alive);
+  /// The owner's deadline passed: cut what the stream waits for.
+  void on_deadline();
+  /// The client went away: cut the worker's request now.
+  void cancel();
+  [[nodiscard]] phase current() const { return phase_; }
+  /// Whether any of the answer reached the client (then nothing can be retried).
+  [[nodiscard]] bool answered() const { return phase_ == phase::relaying || phase_ == phase::writing_client; }
+
+ private:
+  /// Why kvrouter itself closed the upstream socket (the pending operation then fails).
+  enum class cut_reason : std::uint8_t { none, deadline, client_gone };
+  enum class connection_kind : std::uint8_t { pooled, fresh_after_stale, fresh };
+
+  void write_upstream_head();
+  void connect(connection_kind kind);
+  void write_upstream();
+  void read_answer_head();
+  void forward_head();
+  void relay();
+  void write_client(std::size_t bytes);
+  void failed_before_answer(const boost::system::error_code& ec);
+  void end_early(early_end why, std::string detail);
+  void end_late(late_end why);
+
+  http_ingress::impl& server_;
+  io_thread& thread_;
+  tcp::socket& client_;
+  owner& owner_;
+
+  phase phase_ = phase::idle;
+  cut_reason cut_ = cut_reason::none;
+  connection_kind connection_ = connection_kind::pooled;
+  const worker_target* worker_ = nullptr;
+  const http::request<http::string_body>* request_ = nullptr;
+  bool keep_alive_ = true;
+  bool prefill_reported_ = false;
+
+  std::string upstream_head_;
+  std::unique_ptr<upstream_connection> upstream_;
+  std::optional<http::response_parser<http::buffer_body>> parser_;
+  std::array<char, 16384> chunk_{};
+  std::string head_;             ///< the answer's head as the client gets it
+  std::string chunk_size_line_;
+  bool chunked_ = false;         ///< framing: chunked (the worker streams without a length) or its length
+  unsigned status_ = 200;
+};
+
+}  // namespace kvr::ingress

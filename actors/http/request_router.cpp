@@ -1,0 +1,150 @@
+#include "actors/http/ingress_server.hpp"  // first: Asio wants <utility> before it under g++ 12
+
+#include "actors/http/request_router.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <xxhash.h>
+
+namespace kvr::ingress {
+namespace {
+
+/// Which hasher of the set's pool takes a request. A chat goes by its first bytes (its system
+/// prompt and first turn), so every turn of a conversation meets the hasher whose segment cache
+/// already holds the earlier messages; other prompts spread round-robin.
+std::size_t hasher_for(const routing_request& request, std::uint64_t request_id, std::size_t hashers) {
+  const std::string& messages = request.chat.messages_json;
+  if (messages.empty()) return request_id % hashers;
+  return XXH3_64bits(messages.data(), std::min<std::size_t>(messages.size(), 256)) % hashers;
+}
+
+}  // namespace
+
+api_error routing_error(route_failure failure) {
+  switch (failure) {
+    case route_failure::every_worker_failed: return {api_errc::worker_failed, "every available worker failed this request", {}};
+    case route_failure::set_retired:
+      return {api_errc::no_worker_available, "the worker set was reconfigured before this request was routed; retry", {}};
+    case route_failure::no_healthy_worker:
+    case route_failure::none: break;
+  }
+  return {api_errc::no_worker_available, "no healthy worker is available for this model", {}};
+}
+
+void request_router::start(std::shared_ptr<const routing_table> table, const worker_set_route& set,
+                           std::shared_ptr<const routing_request> request, std::uint64_t request_id, bool dry_run,
+                           sink_factory make_sink) {
+  make_sink_ = std::move(make_sink);
+  table_ = std::move(table);
+  set_ = &set;
+  request_ = std::move(request);
+  request_id_ = request_id;
+  dry_run_ = dry_run;
+  excluded_.clear();
+  attempts_ = 0;
+}
+
+void request_router::reset() {
+  table_.reset();
+  set_ = nullptr;
+  request_.reset();
+  make_sink_ = nullptr;
+}
+
+route_verdict request_router::answer(const api_error& error) {
+  return {route_verdict::kind::answer, 0, static_cast<unsigned>(http_status(error.code)), error_body(error)};
+}
+
+route_verdict request_router::route() {
+  routed_locally_ = decides_without_state(set_->config) && !dry_run_;
+  if (routed_locally_) return route_locally();
+  if (set_->routing_in_flight->fetch_add(1) >= limits_.max_routing_in_flight) {
+    set_->routing_in_flight->fetch_sub(1);
+    probe_.overloaded();
+    return answer({api_errc::overloaded, "the router is overloaded; retry shortly", {}});
+  }
+  auto job = std::make_shared<route_job>();
+  job->request_id = request_id_;
+  job->request = request_;
+  job->excluded_workers = excluded_;
+  job->dry_run = dry_run_;
+  job->reply = make_sink_();
+  // Only prompts the set's hashers can hash take the extra hop (core/prompt/prompt_plan).
+  job->plan = set_->hashers.empty() ? prompt_plan{} : plan_prompt(*request_, set_->prompts);
+  if (job->plan.needs_hasher())
+    caf::anon_send(set_->hashers[hasher_for(*request_, request_id_, set_->hashers.size())], std::move(job));
+  else
+    caf::anon_send(set_->scorer, std::move(job));
+  return {};
+}
+
+/// Round-robin and random: picked here, booked through the thread's lifecycle reporter.
+route_verdict request_router::route_locally() {
+  const auto worker = thread_.local.pick(*set_, excluded_);
+  if (!worker) return answer(routing_error(excluded_.empty() ? route_failure::no_healthy_worker : route_failure::every_worker_failed));
+  thread_.report(set_->scorer, {lifecycle_event::kind::booked, request_id_, *worker, request_->prompt_tokens});
+  return proxy_to(*worker);
+}
+
+route_verdict request_router::on_decision(const route_decision& decision) {
+  set_->routing_in_flight->fetch_sub(1);
+  if (!decision.ok()) return answer(routing_error(decision.failure));
+  if (dry_run_) return answer_dry_run(decision);
+  return proxy_to(decision.worker);
+}
+
+route_verdict request_router::proxy_to(std::uint32_t worker) {
+  worker_ = worker;
+  ++attempts_;
+  return {route_verdict::kind::proxy, worker, 0, {}};
+}
+
+void request_router::blame_worker() {
+  probe_.upstream_failed();
+  tell_scorer(lifecycle_event::kind::worker_failed);
+}
+
+route_verdict request_router::on_worker_failed(std::string_view why) {
+  blame_worker();
+  excluded_.push_back(worker_);
+  if (attempts_ <= limits_.max_retries) {
+    probe_.retried();
+    return route();
+  }
+  return answer({api_errc::worker_failed,
+                 fmt::format("workers failed before answering ({} attempts; last: {} on {})", attempts_, why,
+                             set_->workers[worker_].name),
+                 {}});
+}
+
+route_verdict request_router::answer_dry_run(const route_decision& decision) const {
+  probe_.dry_run();
+  nlohmann::json candidates = nlohmann::json::array();
+  for (const candidate_view& c : decision.candidates)
+    candidates.push_back({{"worker", set_->workers[c.worker].name},
+                          {"overlap_blocks", c.overlap_blocks},
+                          {"active_prefill_tokens", c.active_prefill_tokens},
+                          {"active_decode_blocks", c.active_decode_blocks},
+                          {"healthy", c.healthy}});
+  const worker_target& worker = set_->workers[decision.worker];
+  return {route_verdict::kind::answer, 0, 200,
+          nlohmann::json{{"worker", worker.name},
+                         {"url", worker.url},
+                         {"router_mode", std::string(to_string(set_->config.mode))},
+                         {"overlap_blocks", decision.overlap_blocks},
+                         {"prompt_blocks", decision.prompt_blocks},
+                         {"prompt_tokens", decision.prompt_tokens},
+                         {"cost", decision.cost},
+                         {"candidates", std::move(candidates)}}
+              .dump()};
+}
+
+void request_router::tell_scorer(lifecycle_event::kind what) {
+  const lifecycle_event event{what, request_id_, worker_, 0};
+  if (routed_locally_) return thread_.report(set_->scorer, event);
+  if (what != lifecycle_event::kind::booked) caf::anon_send(set_->scorer, event);  // the scorer booked it when it decided
+}
+
+}  // namespace kvr::ingress

@@ -1,0 +1,103 @@
+#pragma once
+/// The routing half of one request's life, on its connection's I/O thread: which path the
+/// request takes to a worker (a local pick, the scorer, or a hasher first), how many workers it
+/// may try and which are excluded after failing it, what the scorer hears of it, and which
+/// answer a client gets when no worker can be found. It never touches a socket: the session
+/// acts on its verdicts.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "actors/http/routing_table.hpp"
+#include "core/prompt/openai.hpp"
+#include "messages/route_messages.hpp"
+
+namespace kvr::ingress {
+
+struct io_thread;
+class ingress_probe;
+
+/// What the session does next.
+struct route_verdict {
+  enum class kind : std::uint8_t {
+    proxy,   ///< send the request to `worker`
+    wait,    ///< a decision was asked of the set's actors; it arrives through the sink
+    answer,  ///< answer the client directly: `status` and `body` (an error or a dry run)
+  };
+  kind what = kind::wait;
+  std::uint32_t worker = 0;
+  unsigned status = 200;
+  std::string body;
+};
+
+/// The answer a client gets when routing chose no worker.
+[[nodiscard]] api_error routing_error(route_failure failure);
+
+class request_router {
+ public:
+  struct limits {
+    std::uint32_t max_retries = 2;               ///< re-routes after a worker fails before answering
+    std::uint32_t max_routing_in_flight = 1024;  ///< per worker set; beyond, 503 at once
+  };
+
+  request_router(io_thread& thread, ingress_probe& probe, limits limits) : thread_(thread), probe_(probe), limits_(limits) {}
+
+  /// Makes the sink an actor's decision goes to (called only when one is asked for).
+  using sink_factory = std::function<route_sink()>;
+
+  /// Starts routing a parsed request of `set` (kept alive by `table`).
+  void start(std::shared_ptr<const routing_table> table, const worker_set_route& set,
+             std::shared_ptr<const routing_request> request, std::uint64_t request_id, bool dry_run,
+             sink_factory make_sink);
+  /// Picks a worker: here for round-robin and random, else by asking the set's actors, whose
+  /// answer goes to a sink from the factory (called once, on an actor's thread).
+  [[nodiscard]] route_verdict route();
+  /// The actors' decision arrived (on the I/O thread).
+  [[nodiscard]] route_verdict on_decision(const route_decision& decision);
+  /// The chosen worker failed before answering: it is reported and excluded, and the request
+  /// is routed again while attempts remain.
+  [[nodiscard]] route_verdict on_worker_failed(std::string_view why);
+
+  /// The chosen worker failed before answering: reported (its booking released, the worker
+  /// kept out a while) and counted, with no retry.
+  void blame_worker();
+  /// The worker's first bytes arrived: its prefill is done.
+  void first_token() { tell_scorer(lifecycle_event::kind::first_token); }
+  /// The request ended, however it ended: its booking is released.
+  void finished() { tell_scorer(lifecycle_event::kind::finished); }
+  /// Forgets the request (the connection moves on to its next one).
+  void reset();
+
+  [[nodiscard]] const worker_set_route& set() const { return *set_; }
+  [[nodiscard]] const worker_target& worker() const { return set_->workers[worker_]; }
+  [[nodiscard]] bool routing() const { return set_ != nullptr; }
+
+ private:
+  [[nodiscard]] route_verdict proxy_to(std::uint32_t worker);
+  [[nodiscard]] route_verdict route_locally();
+  [[nodiscard]] route_verdict answer_dry_run(const route_decision& decision) const;
+  [[nodiscard]] static route_verdict answer(const api_error& error);
+  /// A step of this request's life for the scorer: batched through the thread when the thread
+  /// routed it, else a message of its own.
+  void tell_scorer(lifecycle_event::kind what);
+
+  io_thread& thread_;
+  ingress_probe& probe_;
+  limits limits_;
+  std::shared_ptr<const routing_table> table_;  ///< keeps set_ alive for this request
+  const worker_set_route* set_ = nullptr;
+  std::shared_ptr<const routing_request> request_;
+  std::uint64_t request_id_ = 0;
+  sink_factory make_sink_;
+  bool dry_run_ = false;
+  bool routed_locally_ = false;  ///< picked by this thread (round-robin, random), not the scorer
+  std::vector<std::uint32_t> excluded_;
+  std::uint32_t attempts_ = 0;
+  std::uint32_t worker_ = 0;
+};
+
+}  // namespace kvr::ingress
