@@ -2,14 +2,15 @@
 """A scriptable OpenAI-compatible worker for the router's integration tests.
 
   fake_worker.py --port-file F [--name w0] [--chunks 3] [--chunk-delay 0.0] [--first-delay 0.0]
-                 [--status 200]
+                 [--status 200] [--break-after-head]
 
 Answers POST /v1/chat/completions and /v1/completions: streaming (SSE, chunked, one `data:` event
 every --chunk-delay seconds, in vLLM's chunk shape) or not (one JSON object). Every answer names
-the worker. GET /stats returns what it saw: requests, bodies, streams cut short by the client.
+the worker. --break-after-head sends a 200 head and closes before any body. GET /stats returns what it saw: requests, bodies, streams cut short by the client.
 Writes its port to --port-file once listening (it binds port 0 on 127.0.0.1)."""
 import argparse
 import json
+import socket
 import socketserver
 import threading
 import time
@@ -45,7 +46,10 @@ def make_handler(args, stats):
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(body)
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):  # the client (kvrouter) left first
+                self.close_connection = True
 
         def do_GET(self):
             if self.path == "/stats":
@@ -68,6 +72,15 @@ def make_handler(args, stats):
                 time.sleep(args.first_delay)
             if args.status != 200:
                 return self._json(args.status, {"error": {"message": f"{args.name} failed on purpose"}})
+            if args.break_after_head:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "1000")
+                self.end_headers()
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
             request = json.loads(raw)
             if request.get("stream"):
                 return self._stream()
@@ -118,6 +131,7 @@ def main():
     parser.add_argument("--chunk-delay", type=float, default=0.0)
     parser.add_argument("--first-delay", type=float, default=0.0)
     parser.add_argument("--status", type=int, default=200)
+    parser.add_argument("--break-after-head", action="store_true")
     args = parser.parse_args()
     server = Server(("127.0.0.1", 0), make_handler(args, Stats()))
     with open(args.port_file + ".tmp", "w") as f:
