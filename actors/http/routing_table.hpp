@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <expected>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,14 +20,14 @@ namespace kvr {
 struct worker_target {
   std::string name;
   std::string url;        ///< base URL, e.g. http://10.0.0.5:8000 (a path prefix is kept)
-  std::string host;
+  std::string host;       ///< as the resolver takes it (IPv6 without brackets)
   std::string port;
   std::string base_path;  ///< "" or e.g. "/engine-a"
-  std::string host_header;  ///< "host:port", sent as Host
+  std::string host_header;  ///< "host:port" ("[v6]:port"), sent as Host
 };
 
-/// Splits `http://host:port/prefix` into a target; nullopt-like empty host on a bad URL.
-[[nodiscard]] worker_target make_worker_target(std::string name, const std::string& url);
+/// Splits `http://host:port/prefix` (IPv6 hosts in brackets) into a target; why not, on a bad URL.
+[[nodiscard]] std::expected<worker_target, std::string> make_worker_target(std::string name, const std::string& url);
 
 struct worker_set_route {
   std::string name;

@@ -65,9 +65,9 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
   set.model = card.model;
   set.config = config;
   for (const worker_spec& w : card.workers) {
-    set.workers.push_back(make_worker_target(w.id, w.url));
-    if (set.workers.back().host.empty())
-      return std::unexpected(fmt::format("worker set {}: worker {}: only http:// worker URLs are supported", card.name, w.url));
+    auto target = make_worker_target(w.id, w.url);
+    if (!target) return std::unexpected(fmt::format("worker set {}: worker {}: {}", card.name, w.url, target.error()));
+    set.workers.push_back(std::move(*target));
   }
   scorer_settings scorer_config;
   worker_set_router_settings& routing = scorer_config.routing;

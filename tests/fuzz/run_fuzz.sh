@@ -23,7 +23,7 @@ case "$target" in
     libs=(-lfmt -lxxhash) ;;
   media)
     sources=(tests/fuzz/media_fuzz.cpp core/media/media.cpp core/media/base64.cpp core/config/router_file.cpp core/config/router_config.cpp
-             core/config/worker_spec.cpp)
+             core/config/worker_spec.cpp core/common/http_url.cpp)
     libs=(-lfmt -lxxhash -lwebp -lcrypto) ;;
   *) echo "unknown fuzz target $target" >&2; exit 2 ;;
 esac

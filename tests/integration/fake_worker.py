@@ -7,7 +7,7 @@
 Answers POST /v1/chat/completions and /v1/completions: streaming (SSE, chunked, one `data:` event
 every --chunk-delay seconds, in vLLM's chunk shape) or not (one JSON object). Every answer names
 the worker. --break-after-head sends a 200 head and closes before any body. GET /stats returns what it saw: requests, bodies, streams cut short by the client.
-Writes its port to --port-file once listening (it binds port 0 on 127.0.0.1)."""
+Writes its port to --port-file once listening (it binds port 0 on 127.0.0.1, or ::1 with --ipv6)."""
 import argparse
 import json
 import socket
@@ -123,6 +123,10 @@ class Server(socketserver.ThreadingMixIn, HTTPServer):
     daemon_threads = True
 
 
+class Server6(Server):
+    address_family = socket.AF_INET6
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port-file", required=True)
@@ -132,8 +136,10 @@ def main():
     parser.add_argument("--first-delay", type=float, default=0.0)
     parser.add_argument("--status", type=int, default=200)
     parser.add_argument("--break-after-head", action="store_true")
+    parser.add_argument("--ipv6", action="store_true", help="listen on [::1] instead of 127.0.0.1")
     args = parser.parse_args()
-    server = Server(("127.0.0.1", 0), make_handler(args, Stats()))
+    server = (Server6(("::1", 0), make_handler(args, Stats())) if args.ipv6
+              else Server(("127.0.0.1", 0), make_handler(args, Stats())))
     with open(args.port_file + ".tmp", "w") as f:
         f.write(str(server.server_address[1]))
     import os

@@ -346,6 +346,14 @@ try:
     f.check(json.loads(body)["overlap_blocks"] == 0, "a prompt nobody caches has no overlap")
     router.stop()
     pub.close(0)
+
+    # -- a worker named by an IPv6 literal
+    v6 = start_worker("v6", "--ipv6")
+    router = start_router([f"http://[::1]:{v6.port},id=v6"], "--router-mode", "round-robin")
+    status, _, body = router.chat()
+    f.check(status == 200 and json.loads(body).get("worker") == "v6",
+            f"a worker at http://[::1]:port is reached over IPv6 (got {status})")
+    router.stop()
 finally:
     for r in routers:
         if r.proc.poll() is None:

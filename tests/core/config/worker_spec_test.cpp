@@ -29,6 +29,17 @@ TEST(worker_spec, errors_name_the_bad_part) {
   EXPECT_EQ(parse_worker_spec("http://h,kv").error().message, "worker \"http://h,kv\": \"kv\" is not key=value");
 }
 
+TEST(worker_spec, urls_with_ports_out_of_range_or_schemes_kvrouter_cannot_speak_are_refused) {
+  EXPECT_EQ(parse_worker_spec("http://h:99999").error().message, "worker \"http://h:99999\": bad URL: bad port 99999");
+  EXPECT_EQ(parse_worker_spec("http://h:0").error().message, "worker \"http://h:0\": bad URL: bad port 0");
+  EXPECT_EQ(parse_worker_spec("https://h:8000").error().message,
+            "worker \"https://h:8000\": https worker URLs are not supported (kvrouter speaks plain HTTP to workers)");
+  EXPECT_FALSE(parse_worker_spec("http://:8000"));
+  EXPECT_FALSE(parse_worker_spec("http://h:8000?x=1"));
+  ASSERT_TRUE(parse_worker_spec("http://[::1]:8000"));
+  EXPECT_EQ(parse_worker_spec("http://[::1]:8000")->url, "http://[::1]:8000");
+}
+
 TEST(worker_spec, expands_data_parallel_workers_into_one_publisher_per_rank) {
   const std::vector<worker_spec> workers{*parse_worker_spec("http://a:8000,kv=tcp://a:5557,replay=tcp://a:5600,dp=2"),
                                          *parse_worker_spec("http://b:8000,kv=tcp://b:5557,id=bee")};

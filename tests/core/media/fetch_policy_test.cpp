@@ -5,29 +5,6 @@
 namespace kvr {
 namespace {
 
-TEST(fetch_policy, http_urls_parse_with_default_ports_and_other_schemes_are_refused) {
-  auto url = parse_http_url("HTTP://images.example.com/cats/1.png?size=large#top");
-  ASSERT_TRUE(url);
-  EXPECT_EQ(url->scheme, "http");
-  EXPECT_EQ(url->host, "images.example.com");
-  EXPECT_EQ(url->port, "80");
-  EXPECT_EQ(url->target, "/cats/1.png?size=large");
-  EXPECT_EQ(parse_http_url("https://[2001:db8::1]:8443")->port, "8443");
-  EXPECT_EQ(parse_http_url("https://[2001:db8::1]:8443")->target, "/");
-  EXPECT_EQ(parse_http_url("file:///etc/passwd").error(), "scheme file is not http or https");
-  EXPECT_EQ(parse_http_url("gopher://x").error(), "scheme gopher is not http or https");
-  EXPECT_EQ(parse_http_url("http://user:pw@host/").error(), "URLs with credentials are refused");
-  EXPECT_FALSE(parse_http_url("http://host:99999/"));
-}
-
-TEST(fetch_policy, redirects_resolve_absolute_and_relative_locations) {
-  const parsed_url base = *parse_http_url("http://a.example/img/x.png?v=1");
-  EXPECT_EQ(resolve_location(base, "/other.png")->target, "/other.png");
-  EXPECT_EQ(resolve_location(base, "y.png")->target, "/img/y.png");
-  EXPECT_EQ(resolve_location(base, "https://b.example/z.png")->host, "b.example");
-  EXPECT_EQ(resolve_location(base, "//c.example/w.png")->host, "c.example");
-}
-
 TEST(fetch_policy, loopback_private_link_local_and_multicast_addresses_are_forbidden) {
   using v4 = std::array<std::uint8_t, 4>;
   for (v4 a : {v4{127, 0, 0, 1}, v4{10, 1, 2, 3}, v4{172, 16, 0, 1}, v4{172, 31, 255, 255}, v4{192, 168, 1, 1},
