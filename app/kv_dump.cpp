@@ -12,7 +12,7 @@
 #include <zmq_addon.hpp>
 
 #include "app/commands.hpp"
-#include "app/flags.hpp"
+#include "app/options.hpp"
 #include "core/kv/kv_event_json.hpp"
 #include "core/kv/kv_wire.hpp"
 
@@ -27,7 +27,7 @@ constexpr const char* kv_dump_usage =
     "Prints each KV-event batch an engine publishes as one JSON line: sequence, topic, source\n"
     "(live or replay), timestamp, dp rank and every event with all its fields, decoded exactly as\n"
     "the router decodes them. With --replay, first asks the engine's replay socket for batches\n"
-    "from sequence N (default 0), then follows the live stream.\n";
+    "from sequence --from, then follows the live stream.\n";
 
 std::optional<std::vector<std::uint8_t>> from_hex(std::string_view hex) {
   while (!hex.empty() && (hex.back() == '\r' || hex.back() == ' ')) hex.remove_suffix(1);
@@ -83,43 +83,45 @@ std::uint64_t be64(const zmq::message_t& frame) {
 
 }  // namespace
 
-int run_kv_dump(const std::vector<std::string>& args) {
+namespace {
+
+/// What `kv-dump` was asked for.
+struct kv_dump_options {
   std::string connect, topic, replay;
   std::uint64_t from = 0, count = 0;
   double duration = 0;
   bool hex = false;
-  flag_reader flags(args);
-  try {
-    while (flags.next()) {
-      const std::string name = flags.name();
-      if (name == "-h" || name == "--help") {
-        std::cout << kv_dump_usage;
-        return 0;
-      }
-      if (name == "--hex") {
-        hex = true;
-        continue;
-      }
-      auto value = flags.value();
-      if (!value) {
-        std::cerr << "kvrouter kv-dump: " << name << " needs a value\n";
-        return 2;
-      }
-      if (name == "--connect") connect = *value;
-      else if (name == "--topic") topic = *value;
-      else if (name == "--replay") replay = *value;
-      else if (name == "--from") from = std::stoull(*value);
-      else if (name == "--count") count = std::stoull(*value);
-      else if (name == "--duration") duration = std::stod(*value);
-      else {
-        std::cerr << "kvrouter kv-dump: unknown option " << name << "\n" << kv_dump_usage;
-        return 2;
-      }
+};
+
+const option_table<kv_dump_options>& kv_dump_table() {
+  using o_t = kv_dump_options;
+  static const option_table<o_t> t = {
+      text<o_t>("--connect", "ENDPOINT", "the engine's KV-event PUB endpoint", [](auto& o) -> auto& { return o.connect; }, true),
+      text<o_t>("--topic", "T", "subscribe to this topic prefix only", [](auto& o) -> auto& { return o.topic; }),
+      text<o_t>("--replay", "ENDPOINT", "the engine's replay (ROUTER) endpoint: ask for batches from --from first",
+                [](auto& o) -> auto& { return o.replay; }, true),
+      integer<o_t>("--from", "N", "the first sequence number to replay", [](auto& o) -> auto& { return o.from; }, 0, UINT64_MAX),
+      without_default(integer<o_t>("--count", "N", "stop after N batches", [](auto& o) -> auto& { return o.count; }, 1, UINT64_MAX)),
+      without_default(real<o_t>("--duration", "SECONDS", "stop after this long", [](auto& o) -> auto& { return o.duration; }, 0.001, 1e7)),
+      flag_switch<o_t>("--hex", "decode hex payloads from stdin (one per line) instead of connecting",
+                       [](auto& o) -> auto& { return o.hex; }),
+  };
+  return t;
+}
+
+}  // namespace
+
+int run_kv_dump(const std::vector<std::string>& args) {
+  kv_dump_options parsed;
+  if (auto ok = parse_options<kv_dump_options>(kv_dump_table(), args, parsed); !ok) {
+    if (ok.error().empty()) {
+      std::cout << kv_dump_usage << "\nOptions:\n" << options_help<kv_dump_options>(kv_dump_table());
+      return 0;
     }
-  } catch (const std::exception&) {
-    std::cerr << "kvrouter kv-dump: " << flags.name() << " expects a number\n";
+    std::cerr << "kvrouter kv-dump: " << ok.error() << "\n";
     return 2;
   }
+  const auto& [connect, topic, replay, from, count, duration, hex] = parsed;
   if (hex) return dump_hex_lines();
   if (connect.empty()) {
     std::cerr << "kvrouter kv-dump: --connect or --hex is required\n" << kv_dump_usage;

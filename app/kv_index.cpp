@@ -14,7 +14,7 @@
 #include "actors/pipeline/runtime.hpp"
 #include "actors/pipeline/scorer.hpp"
 #include "app/commands.hpp"
-#include "app/flags.hpp"
+#include "app/options.hpp"
 #include "core/config/worker_spec.hpp"
 
 namespace kvr::cli {
@@ -22,13 +22,13 @@ namespace {
 
 constexpr const char* kv_index_usage =
     "Usage: kvrouter kv-index --worker URL,kv=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,dp=N][,id=NAME][,topic=T] ...\n"
-    "                         [--bind tcp://*:PORT] [--block-size N] [--max-index-blocks N]\n"
+    "                         [--kv-bind tcp://*:PORT] [--block-size N] [--max-index-blocks N]\n"
     "                         [--idle SECONDS] [--duration SECONDS] [--replay-timeout-ms N]\n"
     "\n"
-    "Subscribes to the workers' KV events (connecting to each kv= endpoint, or with --bind, binding one\n"
+    "Subscribes to the workers' KV events (connecting to each kv= endpoint, or with --kv-bind, binding one\n"
     "socket that engines connect to, told apart by topic), builds the prefix index as the router does,\n"
-    "and prints it as JSON once no batch arrived for --idle seconds (default 2) or after --duration\n"
-    "seconds (default 60): per worker its blocks' sequence hashes and event counters, plus the\n"
+    "and prints it as JSON once no batch arrived for --idle seconds or after --duration seconds:\n"
+    "per publisher its blocks' sequence hashes and event counters, plus the\n"
     "subscriber's sequence counters (gaps, replays, restarts, decode errors).\n";
 
 nlohmann::json to_json(const kv_publisher_stats& s) {
@@ -55,55 +55,67 @@ std::vector<kv_publisher> expand(const std::vector<worker_spec>& workers) {
   return publishers;
 }
 
+/// What `kv-index` was asked for.
+struct kv_index_options {
+  std::vector<std::string> workers;
+  kv_subscriber_settings subscriber;
+  router_config config;
+  double idle_secs = 2;
+  double duration_secs = 60;
+};
+
+const option_table<kv_index_options>& kv_index_table() {
+  using o_t = kv_index_options;
+  static const option_table<o_t> t = {
+      each<o_t>("--worker", "SPEC", "a worker: URL,kv=ENDPOINT[,replay=ENDPOINT][,dp=N][,id=NAME][,topic=T]",
+                [](auto& o) -> auto& { return o.workers; }),
+      text<o_t>("--kv-bind", "ENDPOINT", "bind one socket that engines connect to (told apart by topic) instead of connecting",
+                [](auto& o) -> auto& { return o.subscriber.bind_endpoint; }, true),
+      option<o_t>{"--block-size", "N", "tokens per KV block, as the engines are configured", ">= 1",
+                  [](o_t& o, std::string_view v) -> std::expected<void, std::string> {
+                    if (auto set = set_knob(o.config, "block_size", v); !set) return std::unexpected(set.error().message);
+                    return {};
+                  },
+                  [](const o_t& o) { return std::to_string(o.config.block_size); }},
+      option<o_t>{"--max-index-blocks", "N", "hard bound on (publisher, block) index entries", ">= 1",
+                  [](o_t& o, std::string_view v) -> std::expected<void, std::string> {
+                    if (auto set = set_knob(o.config, "max_index_blocks", v); !set) return std::unexpected(set.error().message);
+                    return {};
+                  },
+                  [](const o_t& o) { return std::to_string(o.config.max_index_blocks); }},
+      real<o_t>("--idle", "SECONDS", "print once no batch arrived for this long", [](auto& o) -> auto& { return o.idle_secs; }, 0, 86400),
+      real<o_t>("--duration", "SECONDS", "print after this long at the latest", [](auto& o) -> auto& { return o.duration_secs; },
+                0.001, 86400 * 7),
+      duration<o_t>("--replay-timeout-ms", "how long a replay request may go unanswered",
+                    [](auto& o) -> auto& { return o.subscriber.replay_timeout; }, 1, 600000),
+  };
+  return t;
+}
+
 }  // namespace
 
 int run_kv_index(const std::vector<std::string>& args) {
-  std::vector<worker_spec> workers;
-  kv_subscriber_settings settings;
-  router_config config;
-  double idle = 2, duration = 60;
-  flag_reader flags(args);
-  try {
-    while (flags.next()) {
-      const std::string name = flags.name();
-      if (name == "-h" || name == "--help") {
-        std::cout << kv_index_usage;
-        return 0;
-      }
-      auto value = flags.value();
-      if (!value) {
-        std::cerr << "kvrouter kv-index: " << name << " needs a value\n";
-        return 2;
-      }
-      if (name == "--worker") {
-        auto spec = parse_worker_spec(*value);
-        if (!spec) {
-          std::cerr << "kvrouter kv-index: " << spec.error().message << "\n";
-          return 2;
-        }
-        workers.push_back(std::move(*spec));
-      } else if (name == "--bind") {
-        settings.bind_endpoint = *value;
-      } else if (name == "--block-size" || name == "--max-index-blocks") {
-        if (auto set = set_knob(config, name == "--block-size" ? "block_size" : "max_index_blocks", *value); !set) {
-          std::cerr << "kvrouter kv-index: " << set.error().message << "\n";
-          return 2;
-        }
-      } else if (name == "--idle") {
-        idle = std::stod(*value);
-      } else if (name == "--duration") {
-        duration = std::stod(*value);
-      } else if (name == "--replay-timeout-ms") {
-        settings.replay_timeout = std::chrono::milliseconds(std::stoll(*value));
-      } else {
-        std::cerr << "kvrouter kv-index: unknown option " << name << "\n" << kv_index_usage;
-        return 2;
-      }
+  kv_index_options parsed;
+  if (auto ok = parse_options<kv_index_options>(kv_index_table(), args, parsed); !ok) {
+    if (ok.error().empty()) {
+      std::cout << kv_index_usage << "\nOptions:\n" << options_help<kv_index_options>(kv_index_table());
+      return 0;
     }
-  } catch (const std::exception&) {
-    std::cerr << "kvrouter kv-index: " << flags.name() << " expects a number\n";
+    std::cerr << "kvrouter kv-index: " << ok.error() << "\n";
     return 2;
   }
+  std::vector<worker_spec> workers;
+  for (const std::string& text : parsed.workers) {
+    auto spec = parse_worker_spec(text);
+    if (!spec) {
+      std::cerr << "kvrouter kv-index: " << spec.error().message << "\n";
+      return 2;
+    }
+    workers.push_back(std::move(*spec));
+  }
+  kv_subscriber_settings& settings = parsed.subscriber;
+  const router_config& config = parsed.config;
+  const double idle = parsed.idle_secs, duration = parsed.duration_secs;
   if (auto valid = validate(config); !valid) {
     std::cerr << "kvrouter kv-index: " << valid.error().message << "\n";
     return 2;
@@ -114,7 +126,7 @@ int run_kv_index(const std::vector<std::string>& args) {
   }
   for (const worker_spec& w : workers)
     if (w.kv_events.empty() && settings.bind_endpoint.empty()) {
-      std::cerr << "kvrouter kv-index: worker " << w.url << " has no kv= endpoint (or use --bind)\n";
+      std::cerr << "kvrouter kv-index: worker " << w.url << " has no kv= endpoint (or use --kv-bind)\n";
       return 2;
     }
   settings.publishers = expand(workers);

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.hpp"
-#include "app/flags.hpp"
+#include "app/options.hpp"
 #include "core/prompt/chat_template.hpp"
 #include "core/prompt/tokenizer.hpp"
 
@@ -29,31 +29,36 @@ int fail(const std::string& message) {
   return 2;
 }
 
-}  // namespace
-
-int run_render_chat(const std::vector<std::string>& args) {
+struct render_chat_options {
   std::string config_path;
   std::string tokenizer_path;
   bool tokenize = false;
   bool generation_prompt = true;
-  flag_reader flags(args);
-  while (flags.next()) {
-    if (flags.name() == "-h" || flags.name() == "--help") {
-      std::cout << usage;
-      return 0;
-    }
-    if (flags.name() == "--tokenize") {
-      tokenize = true;
-    } else if (flags.name() == "--no-generation-prompt") {
-      generation_prompt = false;
-    } else if (flags.name() == "--tokenizer-config" || flags.name() == "--tokenizer") {
-      auto value = flags.value();
-      if (!value) return fail(flags.name() + " needs a PATH");
-      (flags.name() == "--tokenizer" ? tokenizer_path : config_path) = *value;
-    } else {
-      return fail("unknown flag " + flags.name() + " (see --help)");
-    }
+};
+
+const option_table<render_chat_options>& render_chat_table() {
+  using o_t = render_chat_options;
+  static const option_table<o_t> t = {
+      text<o_t>("--tokenizer-config", "PATH", "tokenizer_config.json (its chat_template) or a .jinja file",
+                [](auto& o) -> auto& { return o.config_path; }, true),
+      text<o_t>("--tokenizer", "PATH", "with --tokenize: the tokenizer.json", [](auto& o) -> auto& { return o.tokenizer_path; }, true),
+      flag_switch<o_t>("--tokenize", "print the rendered prompt's token ids too", [](auto& o) -> auto& { return o.tokenize; }),
+      flag_switch<o_t>("--no-generation-prompt", "render without the assistant's generation prompt",
+                       [](auto& o) -> auto& { return o.generation_prompt; }, false),
+  };
+  return t;
+}
+
+}  // namespace
+
+int run_render_chat(const std::vector<std::string>& args) {
+  render_chat_options parsed;
+  if (auto ok = parse_options<render_chat_options>(render_chat_table(), args, parsed); !ok) {
+    if (!ok.error().empty()) return fail(ok.error());
+    std::cout << usage << "\nOptions:\n" << options_help<render_chat_options>(render_chat_table());
+    return 0;
   }
+  const auto& [config_path, tokenizer_path, tokenize, generation_prompt] = parsed;
   if (config_path.empty()) return fail("--tokenizer-config PATH is required");
   if (tokenize && tokenizer_path.empty()) return fail("--tokenize needs --tokenizer PATH");
   auto chat = chat_template::load(config_path);

@@ -46,7 +46,7 @@ std::expected<router_file, std::string> load_sets(const options& options) {
   file.router = options.router;
   worker_set_card card{.name = serve.model, .model = serve.model, .block_size = options.router.block_size,
                        .tokenizer = serve.tokenizer_path, .tokenizer_config = serve.tokenizer_config_path,
-                       .chat_template_fallback_concat = serve.chat_template_fallback_concat};
+                       .chat_template_fallback_concat = serve.chat_template_fallback == "concat"};
   if (!card.tokenizer_config.empty() && card.tokenizer.empty())
     return std::unexpected("--tokenizer-config needs --tokenizer (the rendered chat is tokenized to route)");
   if (serve.image_token_id) {
@@ -89,36 +89,15 @@ int run_serve(const options& options) {
   configure_actor_system(caf_config, serve.actor_threads);
   caf::actor_system system{caf_config};
 
-  ingress_settings http;
-  http.host = serve.host;
-  http.port = serve.port;
-  http.threads = serve.io_threads;
-  http.max_body_bytes = serve.max_body_bytes;
-  http.max_retries = serve.max_retries;
-  http.client_timeout = std::chrono::seconds(serve.client_timeout_secs);
-  http.upstream_timeout = std::chrono::seconds(serve.upstream_timeout_secs);
   std::optional<http_ingress> ingress;
   try {
-    ingress.emplace(http);
+    ingress.emplace(serve.http);
   } catch (const std::exception& e) {
     return fail(e.what());
   }
 
   watcher_settings watch;
-  watch.pipeline = {.hashers = std::max<std::size_t>(serve.hashers, 1),
-                    .unhealthy_backoff = std::chrono::milliseconds(serve.unhealthy_backoff_ms),
-                    .index_grace = std::chrono::seconds(serve.index_grace_secs),
-                    .kv_bind = serve.kv_bind,
-                    .health = {std::chrono::milliseconds(serve.health_interval_ms),
-                               std::chrono::milliseconds(serve.health_timeout_ms),
-                               std::max<std::uint32_t>(serve.health_failures, 1),
-                               std::max<std::uint32_t>(serve.health_successes, 1)},
-                    .media = {.timeout = std::chrono::milliseconds(serve.media_timeout_ms),
-                              .max_concurrent = std::max<std::size_t>(serve.media_max_concurrent, 1),
-                              .cache_entries = std::max<std::size_t>(serve.media_cache_entries, 1),
-                              .cache_ttl = std::chrono::seconds(serve.media_cache_ttl_secs),
-                              .allow_private = serve.media_allow_private,
-                              .ca_file = serve.media_ca_file}};
+  watch.pipeline = serve.pipeline;
   watch.config_path = serve.config_path;
   watch.etcd_global = options.router;
   watch.publish = [&ingress](std::shared_ptr<const routing_table> table) { ingress->set_routing_table(std::move(table)); };
@@ -145,7 +124,7 @@ int run_serve(const options& options) {
                              should_subscribe_to_kv_events(config) ? ", KV events subscribed" : "");
   }
   const std::string models = file->sets.size() == 1 ? file->sets.front().model : fmt::format("{} models", file->sets.size());
-  std::cerr << fmt::format("kvrouter: serving {} on http://{}:{}\n", models, serve.host, ingress->port());
+  std::cerr << fmt::format("kvrouter: serving {} on http://{}:{}\n", models, serve.http.host, ingress->port());
 
   // With --etcd, the prefix's every state goes to the watcher.
   std::unique_ptr<etcd_source> etcd;

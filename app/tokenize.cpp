@@ -8,33 +8,44 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.hpp"
-#include "app/flags.hpp"
+#include "app/options.hpp"
 #include "core/prompt/tokenizer.hpp"
 
 namespace kvr::cli {
 
-int run_tokenize(const std::vector<std::string>& args) {
-  std::string path;
+namespace {
+
+struct tokenize_options {
+  std::string tokenizer;
   bool json_lines = false;
-  flag_reader flags(args);
-  while (flags.next()) {
-    if (flags.name() == "-h" || flags.name() == "--help") {
+};
+
+const option_table<tokenize_options>& tokenize_table() {
+  static const option_table<tokenize_options> t = {
+      text<tokenize_options>("--tokenizer", "PATH", "the HuggingFace tokenizer.json (or its model directory)",
+                             [](auto& o) -> auto& { return o.tokenizer; }, true),
+      flag_switch<tokenize_options>("--json-lines", "each stdin line is a JSON string, and each gets its own line of ids",
+                                    [](auto& o) -> auto& { return o.json_lines; }),
+  };
+  return t;
+}
+
+}  // namespace
+
+int run_tokenize(const std::vector<std::string>& args) {
+  tokenize_options parsed;
+  if (auto ok = parse_options<tokenize_options>(tokenize_table(), args, parsed); !ok) {
+    if (ok.error().empty()) {
       std::cout << "Usage: kvrouter tokenize --tokenizer PATH/tokenizer.json [--json-lines] < text.txt\n"
-                   "Prints the token ids of the UTF-8 text on stdin as one JSON array (no special tokens added).\n"
-                   "With --json-lines, each stdin line is a JSON string, and each gets its own line of ids.\n";
+                   "Prints the token ids of the UTF-8 text on stdin as one JSON array (no special tokens added).\n\n"
+                << options_help<tokenize_options>(tokenize_table());
       return 0;
     }
-    if (flags.name() == "--json-lines") {
-      json_lines = true;
-      continue;
-    }
-    auto value = flags.name() == "--tokenizer" ? flags.value() : std::nullopt;
-    if (!value) {
-      std::cerr << "kvrouter tokenize: expected --tokenizer PATH (see --help)\n";
-      return 2;
-    }
-    path = *value;
+    std::cerr << "kvrouter tokenize: " << ok.error() << "\n";
+    return 2;
   }
+  const std::string& path = parsed.tokenizer;
+  const bool json_lines = parsed.json_lines;
   if (path.empty()) {
     std::cerr << "kvrouter tokenize: --tokenizer PATH is required\n";
     return 2;

@@ -21,19 +21,10 @@
 #include <optional>
 #include <string>
 
+#include "actors/pipeline/pipeline_settings.hpp"
 #include "core/media/media.hpp"
 
 namespace kvr {
-
-struct media_fetch_settings {
-  std::chrono::milliseconds timeout{10000};  ///< per fetch, redirects included
-  std::size_t max_concurrent = 32;
-  std::size_t cache_entries = 4096;
-  std::chrono::seconds cache_ttl{600};
-  bool allow_private = false;  ///< --media-allow-private: loopback and private addresses too
-  std::size_t max_redirects = 3;
-  std::string ca_file;  ///< --media-ca-file: trust these certificates too (besides the system's)
-};
 
 struct media_fetch_counters {
   std::atomic<std::uint64_t> lookups{0};       ///< URLs asked for

@@ -14,20 +14,11 @@
 #include "actors/sources/etcd_source.hpp"
 #include "actors/sources/health_checker.hpp"
 #include "actors/pipeline/media_fetcher.hpp"
+#include "actors/pipeline/pipeline_settings.hpp"
 #include "actors/http/routing_table.hpp"
 #include "core/config/router_file.hpp"
 
 namespace kvr {
-
-/// How every set's pipeline is built.
-struct pipeline_settings {
-  std::size_t hashers = 2;
-  std::chrono::milliseconds unhealthy_backoff{5000};
-  std::chrono::seconds index_grace{60};
-  std::string kv_bind;        ///< bind one KV-event SUB here instead of connecting to kv= endpoints
-  health_settings health;     ///< interval 0 = no active health checks
-  media_fetch_settings media;  ///< the media fetchers of multimodal sets that score overlap
-};
 
 struct watcher_settings {
   pipeline_settings pipeline;

@@ -10,16 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "actors/pipeline/pipeline_settings.hpp"
 #include "messages/scorer_actor.hpp"
 
 namespace kvr {
-
-struct health_settings {
-  std::chrono::milliseconds interval{2000};
-  std::chrono::milliseconds timeout{1000};
-  std::uint32_t failures = 2;   ///< consecutive failed probes before a worker is down
-  std::uint32_t successes = 1;  ///< consecutive good probes before it is up again
-};
 
 struct health_target {
   std::uint32_t worker = 0;  ///< worker id in its set

@@ -11,12 +11,14 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "app/bench/cluster.hpp"
 #include "app/bench/image_server.hpp"
 #include "app/bench/load_client.hpp"
 #include "app/bench/report.hpp"
 #include "app/flags.hpp"
+#include "app/options.hpp"
 #include "core/media/base64.hpp"
 #include "core/loadgen/stats.hpp"
 #include "core/loadgen/workload.hpp"
@@ -24,48 +26,17 @@
 namespace kvr::bench {
 namespace {
 
-constexpr const char* usage = R"(Usage:
+constexpr const char* commands_usage = R"(Usage:
   kvrouter-bench compare [--policies kv,round-robin,...] [--mockers N] [--mocker-flag F]... [--router-flag F]...
                          WORKLOAD [LOAD] [OUTPUT]
       Runs the same workload against each policy, each on a fresh local cluster (N kvrouter-mocker
       processes with KV events, kvrouter in front), and prints one table.
-      Policies: kv, approx-kv, load-aware, round-robin, random, power-of-two, least-loaded
-      (default kv,approx-kv,load-aware,round-robin,random). --mockers default 4.
+      Policies: kv, approx-kv, load-aware, round-robin, random, power-of-two, least-loaded.
   kvrouter-bench run --url http://HOST:PORT [--router-pid PID] [--worker-metrics URL]... WORKLOAD [LOAD] [OUTPUT]
       Runs the workload against a router you started; hit rate from the workers' /metrics URLs,
       router CPU from /proc/PID.
   kvrouter-bench trace-ceiling FILE [--requests N]
       Prints a Mooncake trace's reuse ceiling: the share of its blocks seen earlier in the trace.
-
-Workload (token-id prompts to /v1/completions, streamed):
-  --trace FILE                 Mooncake trace JSONL (timestamp ms, input_length, output_length, hash_ids)
-  --trace-block-tokens N       tokens per hash id (default 512)
-  --trace-speedup X            divide the trace's timestamps by X (default 1)
-  --shared-prefix              synthetic groups sharing a system prompt (the default workload)
-  --groups N                   (default 16)      --prompts-per-group N   (default 16)
-  --system-tokens N            (default 2048)    --question-tokens N     (default 128)
-  --output-tokens N            (default 32; caps trace outputs too)       --turns N (default 1)
-  --images-per-request N       image workload: chats of a system prompt (--groups, --prompts-per-group),
-                               N images and a question, streamed from /v1/chat/completions
-  --distinct-images K          images are drawn from K (default 32; repeats hit the router's cache)
-  --image-source S             url (default: served by the bench on loopback) or data (data: URIs)
-  --tokenizer PATH             with images: the router's and mockers' tokenizer.json
-  --tokenizer-config PATH      with images: their chat template (one that loops over content parts)
-  --image-token-id N           with images: the template's image placeholder id (router --image-token-id)
-  --requests N                 send at most N requests
-  --seed N                     workload and arrival seed (default 42)
-Load:
-  --rate R                     open loop, Poisson arrivals at R requests/s (default for synthetic: 20)
-  --concurrency C              closed loop, C requests in flight
-                               (a trace without either uses its own timestamps)
-  --duration S                 stop sending after S seconds
-  --model NAME                 the model in requests (default mock-model)
-Output:
-  --out FILE.json              one object per policy: policy, requests, errors, rps, hit_rate,
-                               ttft_mean_ms, ttft_p50_ms, ttft_p99_ms, itl_mean_ms, router_cpu_us_per_req, ...
-  --csv FILE.csv               the same as CSV
-  --plot FILE.png              TTFT distributions per policy (gnuplot)
-  --no-progress                no progress line
 )";
 
 struct options {
@@ -91,24 +62,130 @@ struct options {
   std::string trace_file_for_ceiling;
   loadgen::image_chat_options image_chat;
   bool images = false;
+  std::string image_source = "url";
   bool image_data_uris = false;
+  bool shared_prefix = false;  ///< --shared-prefix: the default workload, named
   std::string tokenizer, tokenizer_config, image_token_id;
 };
 
-template <class T>
-bool number(const std::string& text, T& out) {
-  std::istringstream in(text);
-  in >> out;
-  return !in.fail() && in.eof();
-}
-
-std::vector<std::string> split_commas(const std::string& text) {
+std::vector<std::string> split_commas(std::string_view text) {
   std::vector<std::string> out;
-  std::stringstream in(text);
+  std::stringstream in{std::string(text)};
   std::string item;
   while (std::getline(in, item, ','))
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+using row = cli::option<options>;
+
+const cli::option_table<options>& cluster_options() {
+  static const cli::option_table<options> t = {
+      row{"--policies", "LIST", "compare: the policies to run, comma-separated", {},
+          [](options& o, std::string_view v) -> std::expected<void, std::string> {
+            o.policies = split_commas(v);
+            return {};
+          },
+          [](const options& o) { return fmt::format("{}", fmt::join(o.policies, ",")); }},
+      cli::integer<options>("--mockers", "N", "compare: mockers per cluster", [](auto& o) -> auto& { return o.mockers; }, 1, 256),
+      cli::each<options>("--mocker-flag", "F", "compare: a flag for every mocker", [](auto& o) -> auto& { return o.mocker_flags; }),
+      cli::each<options>("--router-flag", "F", "compare: a flag for every router", [](auto& o) -> auto& { return o.router_flags; }),
+      cli::text<options>("--url", "URL", "run: the router to load", [](auto& o) -> auto& { return o.url; }, true),
+      cli::without_default(cli::integer<options>("--router-pid", "PID", "run: the router's process, for its CPU time",
+                            [](auto& o) -> auto& { return o.router_pid; }, 1, 4194304)),
+      cli::each<options>("--worker-metrics", "URL", "run: a worker's /metrics, for the hit rate",
+                         [](auto& o) -> auto& { return o.worker_metrics; }),
+  };
+  return t;
+}
+
+const cli::option_table<options>& workload_options() {
+  static const cli::option_table<options> t = {
+      cli::text<options>("--trace", "FILE", "Mooncake trace JSONL (timestamp ms, input_length, output_length, hash_ids)",
+                         [](auto& o) -> auto& { return o.trace; }, true),
+      cli::integer<options>("--trace-block-tokens", "N", "tokens per hash id",
+                            [](auto& o) -> auto& { return o.trace_options.block_tokens; }, 1, 1u << 20),
+      cli::real<options>("--trace-speedup", "X", "divide the trace's timestamps by X",
+                         [](auto& o) -> auto& { return o.trace_options.speedup; }, 1e-3, 1e6),
+      cli::flag_switch<options>("--shared-prefix", "synthetic groups sharing a system prompt (the default workload)",
+                                [](auto& o) -> auto& { return o.shared_prefix; }),
+      cli::integer<options>("--groups", "N", "system prompts (shared-prefix and image workloads)",
+                            [](auto& o) -> auto& { return o.synthetic.groups; }, 1, 1u << 20),
+      cli::integer<options>("--prompts-per-group", "N", "prompts per system prompt",
+                            [](auto& o) -> auto& { return o.synthetic.prompts_per_group; }, 1, 1u << 20),
+      cli::integer<options>("--system-tokens", "N", "tokens of each system prompt",
+                            [](auto& o) -> auto& { return o.synthetic.system_tokens; }, 0, 1u << 20),
+      cli::integer<options>("--question-tokens", "N", "tokens of each question",
+                            [](auto& o) -> auto& { return o.synthetic.question_tokens; }, 0, 1u << 20),
+      row{"--output-tokens", "N", "tokens each answer streams (caps trace outputs too)", "1-1048576",
+          [](options& o, std::string_view v) -> std::expected<void, std::string> {
+            auto n = cli::detail::parse_integer<std::uint32_t>(v, 1, 1u << 20);
+            if (!n) return std::unexpected(n.error());
+            o.synthetic.output_tokens = *n;
+            o.output_tokens_given = true;
+            return {};
+          },
+          [](const options& o) { return std::to_string(o.synthetic.output_tokens); }},
+      cli::integer<options>("--turns", "N", "> 1: each conversation comes back with its answer and a new question",
+                            [](auto& o) -> auto& { return o.synthetic.turns; }, 1, 1024),
+      row{"--images-per-request", "N",
+          "image workload: chats of a system prompt, N images and a question, streamed from /v1/chat/completions",
+          "1-1024",
+          [](options& o, std::string_view v) -> std::expected<void, std::string> {
+            auto n = cli::detail::parse_integer<std::uint32_t>(v, 1, 1024);
+            if (!n) return std::unexpected(n.error());
+            o.image_chat.images_per_request = *n;
+            o.images = true;
+            return {};
+          },
+          {}},
+      cli::integer<options>("--distinct-images", "K", "images are drawn from K (repeats hit the router's cache)",
+                            [](auto& o) -> auto& { return o.image_chat.distinct_images; }, 1, 1u << 20),
+      cli::choice<options>("--image-source", "S", "url (served by the bench on loopback) or data (data: URIs)",
+                           [](auto& o) -> auto& { return o.image_source; }, {"url", "data"}),
+      cli::text<options>("--tokenizer", "PATH", "with images: the router's and mockers' tokenizer.json",
+                         [](auto& o) -> auto& { return o.tokenizer; }, true),
+      cli::text<options>("--tokenizer-config", "PATH", "with images: their chat template (one that loops over content parts)",
+                         [](auto& o) -> auto& { return o.tokenizer_config; }, true),
+      cli::text<options>("--image-token-id", "N", "with images: the template's image placeholder id (router --image-token-id)",
+                         [](auto& o) -> auto& { return o.image_token_id; }, true),
+      cli::integer<options>("--requests", "N", "send at most N requests; 0 = all", [](auto& o) -> auto& { return o.max_requests; }, 0,
+                            SIZE_MAX),
+      cli::integer<options>("--seed", "N", "workload and arrival seed", [](auto& o) -> auto& { return o.synthetic.seed; }, 0, UINT64_MAX),
+  };
+  return t;
+}
+
+const cli::option_table<options>& load_options() {
+  static const cli::option_table<options> t = {
+      cli::without_default(cli::real<options>("--rate", "R", "open loop, Poisson arrivals at R requests/s (synthetic workloads: 20 when neither is given)",
+                         [](auto& o) -> auto& { return o.rate; }, 1e-3, 1e6)),
+      cli::without_default(cli::integer<options>("--concurrency", "C", "closed loop, C requests in flight (a trace without either uses its timestamps)",
+                            [](auto& o) -> auto& { return o.concurrency; }, 1, 100000)),
+      cli::without_default(cli::real<options>("--duration", "S", "stop sending after S seconds", [](auto& o) -> auto& { return o.duration; }, 1e-3, 1e7)),
+      cli::text<options>("--model", "NAME", "the model in requests", [](auto& o) -> auto& { return o.model; }, true),
+  };
+  return t;
+}
+
+const cli::option_table<options>& output_options() {
+  static const cli::option_table<options> t = {
+      cli::text<options>("--out", "FILE.json",
+                         "one object per policy: policy, requests, errors, rps, hit_rate, ttft_mean_ms, ttft_p50_ms, "
+                         "ttft_p99_ms, itl_mean_ms, router_cpu_us_per_req, ...",
+                         [](auto& o) -> auto& { return o.out; }, true),
+      cli::text<options>("--csv", "FILE.csv", "the same as CSV", [](auto& o) -> auto& { return o.csv; }, true),
+      cli::text<options>("--plot", "FILE.png", "TTFT distributions per policy (gnuplot)", [](auto& o) -> auto& { return o.plot; }, true),
+      cli::flag_switch<options>("--no-progress", "no progress line", [](auto& o) -> auto& { return o.progress; }, false),
+  };
+  return t;
+}
+
+std::string usage() {
+  return std::string(commands_usage) + "\nCluster and target:\n" + cli::options_help<options>(cluster_options()) +
+         "Workload (token-id prompts to /v1/completions, streamed):\n" + cli::options_help<options>(workload_options()) +
+         "Load:\n" + cli::options_help<options>(load_options()) + "Output:\n" + cli::options_help<options>(output_options()) +
+         "  -h, --help                        this text\n";
 }
 
 std::expected<options, std::string> parse(const std::vector<std::string>& args) {
@@ -117,67 +194,17 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
   o.command = args[0];
   if (o.command != "compare" && o.command != "run" && o.command != "trace-ceiling")
     return std::unexpected("unknown command " + o.command + " (compare, run or trace-ceiling; see --help)");
-  cli::flag_reader flags({args.begin() + 1, args.end()});
-  while (flags.next()) {
-    const std::string name = flags.name();
-    if (name == "-h" || name == "--help") return std::unexpected("");
-    if (name == "--shared-prefix") continue;
-    if (name == "--no-progress") {
-      o.progress = false;
-      continue;
-    }
-    if (!name.starts_with("--") && o.command == "trace-ceiling" && o.trace_file_for_ceiling.empty()) {
-      o.trace_file_for_ceiling = name;
-      continue;
-    }
-    static const std::set<std::string, std::less<>> known = {
-        "--concurrency", "--csv", "--distinct-images", "--duration", "--groups", "--help", "--image-source",
-        "--image-token-id", "--images-per-request", "--mocker-flag", "--mockers", "--model", "--no-progress",
-        "--out", "--output-tokens", "--plot", "--policies", "--prompts-per-group", "--question-tokens",
-        "--rate", "--requests", "--router-flag", "--router-pid", "--seed", "--shared-prefix",
-        "--system-tokens", "--tokenizer", "--tokenizer-config", "--trace", "--trace-block-tokens",
-        "--trace-speedup", "--turns", "--url", "--worker-metrics"};
-    if (!known.contains(name)) return std::unexpected("unknown flag " + name + " (see --help)");
-    const auto value = flags.value();
-    if (!value) return std::unexpected(name + " needs a value");
-    const std::string& v = *value;
-    bool ok = true;
-    if (name == "--url") o.url = v;
-    else if (name == "--router-pid") ok = number(v, o.router_pid);
-    else if (name == "--worker-metrics") o.worker_metrics.push_back(v);
-    else if (name == "--policies") o.policies = split_commas(v);
-    else if (name == "--mockers") ok = number(v, o.mockers) && o.mockers > 0;
-    else if (name == "--mocker-flag") o.mocker_flags.push_back(v);
-    else if (name == "--router-flag") o.router_flags.push_back(v);
-    else if (name == "--trace") o.trace = v;
-    else if (name == "--trace-block-tokens") ok = number(v, o.trace_options.block_tokens) && o.trace_options.block_tokens > 0;
-    else if (name == "--trace-speedup") ok = number(v, o.trace_options.speedup) && o.trace_options.speedup > 0;
-    else if (name == "--groups") ok = number(v, o.synthetic.groups) && o.synthetic.groups > 0;
-    else if (name == "--prompts-per-group") ok = number(v, o.synthetic.prompts_per_group) && o.synthetic.prompts_per_group > 0;
-    else if (name == "--system-tokens") ok = number(v, o.synthetic.system_tokens);
-    else if (name == "--question-tokens") ok = number(v, o.synthetic.question_tokens);
-    else if (name == "--output-tokens") ok = (o.output_tokens_given = number(v, o.synthetic.output_tokens)) && o.synthetic.output_tokens > 0;
-    else if (name == "--turns") ok = number(v, o.synthetic.turns) && o.synthetic.turns > 0;
-    else if (name == "--images-per-request") ok = (o.images = number(v, o.image_chat.images_per_request)) && o.image_chat.images_per_request > 0;
-    else if (name == "--distinct-images") ok = number(v, o.image_chat.distinct_images) && o.image_chat.distinct_images > 0;
-    else if (name == "--image-source") {
-      ok = v == "url" || v == "data";
-      o.image_data_uris = v == "data";
-    } else if (name == "--tokenizer") o.tokenizer = v;
-    else if (name == "--tokenizer-config") o.tokenizer_config = v;
-    else if (name == "--image-token-id") o.image_token_id = v;
-    else if (name == "--requests") ok = number(v, o.max_requests);
-    else if (name == "--seed") ok = number(v, o.synthetic.seed);
-    else if (name == "--rate") ok = number(v, o.rate) && o.rate > 0;
-    else if (name == "--concurrency") ok = number(v, o.concurrency) && o.concurrency > 0;
-    else if (name == "--duration") ok = number(v, o.duration) && o.duration > 0;
-    else if (name == "--model") o.model = v;
-    else if (name == "--out") o.out = v;
-    else if (name == "--csv") o.csv = v;
-    else if (name == "--plot") o.plot = v;
-    else return std::unexpected("unknown flag " + name + " (see --help)");
-    if (!ok) return std::unexpected(fmt::format("{}: bad value \"{}\"", name, v));
-  }
+  cli::option_table<options> all = cluster_options();
+  for (const auto* table : {&workload_options(), &load_options(), &output_options()}) all.insert(all.end(), table->begin(), table->end());
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  auto ok = cli::parse_options<options>(all, rest, o, [](options& o, std::string_view arg) -> std::expected<void, std::string> {
+    if (o.command != "trace-ceiling" || !o.trace_file_for_ceiling.empty())
+      return std::unexpected(fmt::format("unexpected argument \"{}\" (see --help)", arg));
+    o.trace_file_for_ceiling = std::string(arg);
+    return {};
+  });
+  if (!ok) return std::unexpected(ok.error());
+  o.image_data_uris = o.image_source == "data";
   if (o.command == "run" && o.url.empty()) return std::unexpected("run needs --url http://HOST:PORT");
   if (o.command == "trace-ceiling" && o.trace_file_for_ceiling.empty()) return std::unexpected("trace-ceiling needs a FILE");
   for (const auto& p : o.policies)
@@ -361,6 +388,6 @@ int run(const options& o) {
 }  // namespace kvr::bench
 
 int main(int argc, char** argv) {
-  return kvr::cli::run_tool("kvrouter-bench", kvr::bench::usage, kvr::bench::parse({argv + 1, argv + argc}),
+  return kvr::cli::run_tool("kvrouter-bench", kvr::bench::usage(), kvr::bench::parse({argv + 1, argv + argc}),
                             [](const auto& options) { return kvr::bench::run(options); });
 }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "app/flags.hpp"
+#include "app/options.hpp"
 #include "app/mocker/engine_loop.hpp"
 #include "app/mocker/event_publisher.hpp"
 #include "app/mocker/http_server.hpp"
@@ -20,129 +21,129 @@
 namespace kvr::mocker {
 namespace {
 
-constexpr const char* usage = R"(Usage: kvrouter-mocker [options]
-
-A simulated vLLM / SGLang worker: the OpenAI HTTP API, a paged KV cache with prefix reuse, a
-timing model, and KV-cache events over ZeroMQ exactly as the engines publish them.
-
-HTTP:
-  --host ADDRESS               listen address (default 127.0.0.1)
-  --port PORT                  listen port (default 8000; 0 = any free port)
-  --port-file PATH             write the port there once listening (for scripts using --port 0)
-  --model NAME                 the model name in answers and /v1/models (default mock-model)
-  --threads N                  HTTP threads (default 1)
-Prompts (tokenized exactly as kvrouter does):
-  --tokenizer PATH             HuggingFace tokenizer.json (without it, text is split on spaces and
-                               hashed, which no router can match: send token-id prompts instead)
-  --tokenizer-config PATH      tokenizer_config.json or .jinja: chats are rendered with its template
-                               (without it, as plain 'role: content' lines)
-  --image-token-id N           a multimodal model: data-URI images of chats become their placeholder
-                               tokens, hashed into their blocks and named in extra_keys, as kvrouter
-                               computes them (URL images stay one token: the mocker fetches nothing)
-  --image-token-rule RULE      qwen2-vl (default) or fixed      --image-fixed-tokens N (default 576)
-Engine:
-  --num-blocks N               KV blocks per rank (default 16384)
-  --block-size N               tokens per block (default 16)
-  --max-num-seqs N             running sequences per rank (default 256); the rest wait
-  --dp-size N                  data-parallel ranks, each with its own cache and publisher (default 1)
-Timing (all divided by --speedup):
-  --speedup X                  run X times faster than the model below (default 1)
-  --prefill-us-per-token X     per uncached prompt token (default 50)
-  --step-base-us X             fixed cost of a scheduler step (default 2000)
-  --decode-us-per-seq X        per sequence in the decode batch (default 150)
-KV events (off unless --kv-events-endpoint is given):
-  --kv-events-endpoint E       PUB endpoint, e.g. tcp://*:5557 (binds with * or ::, and ipc://PATH,
-                               connects otherwise, as vLLM does); rank r uses port + r (ipc: PATH-r)
-  --replay-endpoint E          ROUTER endpoint for replay, e.g. tcp://*:5600 (rank r: port + r)
-  --topic T                    topic frame (default empty)
-  --event-format F             vllm-array (default), vllm-map or sglang
-  --bin-hashes                 send block hashes as 32-byte digests (vLLM with int hashes off)
-  --drop-batches-pct P         do not send P% of batches live (they stay replayable)
-  --seed N                     seed of the drop decisions (default 1)
-
-Routes: POST /v1/completions, /v1/chat/completions; GET /v1/models, /health, /metrics (vLLM
-names: vllm:num_requests_running, vllm:prefix_cache_queries_total, ...); GET /mocker/cache (the
-true cache contents per rank); POST /mocker/restart (an engine restart); POST /mocker/faults
-{"drop_batches_pct": P} (change the drop rate at run time).
-)";
-
 struct options {
   server_settings server;
   std::string port_file;
   std::string tokenizer_path;
   std::string tokenizer_config_path;
-  std::optional<multimodal_card> multimodal;
+  std::optional<std::uint32_t> image_token_id;  ///< set: a multimodal model
+  multimodal_card image_rules;                   ///< its token-count rule (used with image_token_id)
+  std::optional<multimodal_card> multimodal;     ///< built from the two above after parsing
   engine_settings engine;
   std::uint32_t dp_size = 1;
   publisher_settings events;
   std::string replay_endpoint;
+  std::string event_format = "vllm-array";
 };
 
-template <class T>
-bool parse_number(const std::string& text, T& out) {
-  std::istringstream in(text);
-  in >> out;
-  return !in.fail() && in.eof();
+using row = cli::option<options>;
+
+const cli::option_table<options>& http_options() {
+  static const cli::option_table<options> t = {
+      cli::text<options>("--host", "ADDRESS", "listen address", [](auto& o) -> auto& { return o.server.host; }, true),
+      cli::integer<options>("--port", "PORT", "listen port; 0 = any free port", [](auto& o) -> auto& { return o.server.port; }, 0, 65535),
+      cli::text<options>("--port-file", "PATH", "write the port there once listening (for scripts using --port 0)",
+                         [](auto& o) -> auto& { return o.port_file; }, true),
+      cli::text<options>("--model", "NAME", "the model name in answers and /v1/models", [](auto& o) -> auto& { return o.server.model; }, true),
+      cli::integer<options>("--threads", "N", "HTTP threads", [](auto& o) -> auto& { return o.server.threads; }, 1, 64),
+  };
+  return t;
+}
+
+const cli::option_table<options>& prompt_options() {
+  static const cli::option_table<options> t = {
+      cli::text<options>("--tokenizer", "PATH",
+                         "HuggingFace tokenizer.json (without it, text is split on spaces and hashed, which no router "
+                         "can match: send token-id prompts instead)",
+                         [](auto& o) -> auto& { return o.tokenizer_path; }, true),
+      cli::text<options>("--tokenizer-config", "PATH",
+                         "tokenizer_config.json or .jinja: chats are rendered with its template (without it, as plain "
+                         "'role: content' lines)",
+                         [](auto& o) -> auto& { return o.tokenizer_config_path; }, true),
+      row{"--image-token-id", "N",
+          "a multimodal model: data-URI images of chats become their placeholder tokens, hashed into their blocks and "
+          "named in extra_keys, as kvrouter computes them (URL images stay one token: the mocker fetches nothing)",
+          "0-4294967295",
+          [](options& o, std::string_view v) -> std::expected<void, std::string> {
+            auto n = cli::detail::parse_integer<std::uint32_t>(v, 0, UINT32_MAX);
+            if (!n) return std::unexpected(n.error());
+            o.image_token_id = *n;
+            return {};
+          },
+          {}},
+      cli::choice<options>("--image-token-rule", "RULE", "placeholder tokens per image",
+                           [](auto& o) -> auto& { return o.image_rules.rule; }, {"qwen2-vl", "fixed"}),
+      cli::integer<options>("--image-fixed-tokens", "N", "tokens per image for the fixed rule",
+                            [](auto& o) -> auto& { return o.image_rules.fixed_tokens; }, 1, 1000000),
+  };
+  return t;
+}
+
+const cli::option_table<options>& engine_options() {
+  static const cli::option_table<options> t = {
+      cli::integer<options>("--num-blocks", "N", "KV blocks per rank", [](auto& o) -> auto& { return o.engine.num_blocks; }, 1, 1u << 30),
+      cli::integer<options>("--block-size", "N", "tokens per block", [](auto& o) -> auto& { return o.engine.block_size; }, 1, 4096),
+      cli::integer<options>("--max-num-seqs", "N", "running sequences per rank; the rest wait",
+                            [](auto& o) -> auto& { return o.engine.max_num_seqs; }, 1, 1u << 20),
+      cli::integer<options>("--dp-size", "N", "data-parallel ranks, each with its own cache and publisher",
+                            [](auto& o) -> auto& { return o.dp_size; }, 1, 64),
+      cli::real<options>("--speedup", "X", "run X times faster than the timing model (every time below is divided by X)",
+                         [](auto& o) -> auto& { return o.engine.timing.speedup; }, 1e-3, 1e6),
+      cli::real<options>("--prefill-us-per-token", "X", "per uncached prompt token",
+                         [](auto& o) -> auto& { return o.engine.timing.prefill_us_per_token; }, 0, 1e6),
+      cli::real<options>("--step-base-us", "X", "fixed cost of a scheduler step",
+                         [](auto& o) -> auto& { return o.engine.timing.step_base_us; }, 0, 1e7),
+      cli::real<options>("--decode-us-per-seq", "X", "per sequence in the decode batch",
+                         [](auto& o) -> auto& { return o.engine.timing.decode_us_per_sequence; }, 0, 1e6),
+  };
+  return t;
+}
+
+const cli::option_table<options>& event_options() {
+  static const cli::option_table<options> t = {
+      cli::text<options>("--kv-events-endpoint", "E",
+                         "PUB endpoint, e.g. tcp://*:5557 (binds with * or ::, and ipc://PATH, connects otherwise, as "
+                         "vLLM does); rank r uses port + r (ipc: PATH-r)",
+                         [](auto& o) -> auto& { return o.events.endpoint; }, true),
+      cli::text<options>("--replay-endpoint", "E", "ROUTER endpoint for replay, e.g. tcp://*:5600 (rank r: port + r)",
+                         [](auto& o) -> auto& { return o.replay_endpoint; }, true),
+      cli::text<options>("--topic", "T", "topic frame", [](auto& o) -> auto& { return o.events.topic; }),
+      cli::choice<options>("--event-format", "F", "the engine whose wire format is published",
+                           [](auto& o) -> auto& { return o.event_format; }, {"vllm-array", "vllm-map", "sglang"}),
+      cli::flag_switch<options>("--bin-hashes", "send block hashes as 32-byte digests (vLLM with int hashes off)",
+                                [](auto& o) -> auto& { return o.events.encoding.bin_hashes; }),
+      cli::real<options>("--drop-batches-pct", "P", "do not send P% of batches live (they stay replayable)",
+                         [](auto& o) -> auto& { return o.events.drop_pct; }, 0, 100),
+      cli::integer<options>("--seed", "N", "seed of the drop decisions", [](auto& o) -> auto& { return o.events.seed; }, 0,
+                            UINT64_MAX),
+  };
+  return t;
+}
+
+std::string usage() {
+  return "Usage: kvrouter-mocker [options]\n\n"
+         "A simulated vLLM / SGLang worker: the OpenAI HTTP API, a paged KV cache with prefix reuse, a\n"
+         "timing model, and KV-cache events over ZeroMQ exactly as the engines publish them.\n\n"
+         "HTTP:\n" + cli::options_help<options>(http_options()) +
+         "Prompts (tokenized exactly as kvrouter does):\n" + cli::options_help<options>(prompt_options()) +
+         "Engine:\n" + cli::options_help<options>(engine_options()) +
+         "KV events (off unless --kv-events-endpoint is given):\n" + cli::options_help<options>(event_options()) +
+         "  -h, --help                        this text\n\n"
+         "Routes: POST /v1/completions, /v1/chat/completions; GET /v1/models, /health, /metrics (vLLM\n"
+         "names: vllm:num_requests_running, vllm:prefix_cache_queries_total, ...); GET /mocker/cache (the\n"
+         "true cache contents per rank); POST /mocker/restart (an engine restart); POST /mocker/faults\n"
+         "{\"drop_batches_pct\": P} (change the drop rate at run time).\n";
 }
 
 std::expected<options, std::string> parse(const std::vector<std::string>& args) {
   options o;
-  cli::flag_reader flags(args);
-  while (flags.next()) {
-    const std::string name = flags.name();
-    if (name == "-h" || name == "--help") return std::unexpected("");
-    if (name == "--bin-hashes") {
-      o.events.encoding.bin_hashes = true;
-      continue;
-    }
-    static const std::set<std::string, std::less<>> known = {
-        "--bin-hashes", "--block-size", "--decode-us-per-seq", "--dp-size", "--drop-batches-pct",
-        "--event-format", "--help", "--host", "--image-fixed-tokens", "--image-token-id",
-        "--image-token-rule", "--kv-events-endpoint", "--max-num-seqs", "--model", "--num-blocks", "--port",
-        "--port-file", "--prefill-us-per-token", "--replay-endpoint", "--seed", "--speedup", "--step-base-us",
-        "--threads", "--tokenizer", "--tokenizer-config", "--topic"};
-    if (!known.contains(name)) return std::unexpected("unknown flag " + name + " (see --help)");
-    const auto value = flags.value();
-    if (!value) return std::unexpected(name + " needs a value");
-    const std::string& v = *value;
-    bool ok = true;
-    if (name == "--host") o.server.host = v;
-    else if (name == "--port") ok = parse_number(v, o.server.port);
-    else if (name == "--port-file") o.port_file = v;
-    else if (name == "--model") o.server.model = v;
-    else if (name == "--threads") ok = parse_number(v, o.server.threads);
-    else if (name == "--tokenizer") o.tokenizer_path = v;
-    else if (name == "--tokenizer-config") o.tokenizer_config_path = v;
-    else if (name == "--image-token-id") {
-      if (!o.multimodal) o.multimodal.emplace();
-      ok = parse_number(v, o.multimodal->image_token_id);
-    } else if (name == "--image-token-rule") {
-      if (!o.multimodal) o.multimodal.emplace();
-      o.multimodal->rule = v;
-      ok = v == "qwen2-vl" || v == "fixed";
-    } else if (name == "--image-fixed-tokens") {
-      if (!o.multimodal) o.multimodal.emplace();
-      ok = parse_number(v, o.multimodal->fixed_tokens) && o.multimodal->fixed_tokens > 0;
-    }
-    else if (name == "--num-blocks") ok = parse_number(v, o.engine.num_blocks) && o.engine.num_blocks > 0;
-    else if (name == "--block-size") ok = parse_number(v, o.engine.block_size) && o.engine.block_size > 0;
-    else if (name == "--max-num-seqs") ok = parse_number(v, o.engine.max_num_seqs) && o.engine.max_num_seqs > 0;
-    else if (name == "--dp-size") ok = parse_number(v, o.dp_size) && o.dp_size > 0 && o.dp_size <= 64;
-    else if (name == "--speedup") ok = parse_number(v, o.engine.timing.speedup) && o.engine.timing.speedup > 0;
-    else if (name == "--prefill-us-per-token") ok = parse_number(v, o.engine.timing.prefill_us_per_token);
-    else if (name == "--step-base-us") ok = parse_number(v, o.engine.timing.step_base_us);
-    else if (name == "--decode-us-per-seq") ok = parse_number(v, o.engine.timing.decode_us_per_sequence);
-    else if (name == "--kv-events-endpoint") o.events.endpoint = v;
-    else if (name == "--replay-endpoint") o.replay_endpoint = v;
-    else if (name == "--topic") o.events.topic = v;
-    else if (name == "--event-format") {
-      const auto format = parse_kv_event_format(v);
-      if (!format) return std::unexpected("--event-format takes vllm-array, vllm-map or sglang (got " + v + ")");
-      o.events.encoding.format = *format;
-    } else if (name == "--drop-batches-pct") ok = parse_number(v, o.events.drop_pct) && o.events.drop_pct >= 0 && o.events.drop_pct <= 100;
-    else if (name == "--seed") ok = parse_number(v, o.events.seed);
-    else return std::unexpected("unknown flag " + name + " (see --help)");
-    if (!ok) return std::unexpected(fmt::format("{}: bad value \"{}\"", name, v));
+  cli::option_table<options> all = http_options();
+  for (const auto* table : {&prompt_options(), &engine_options(), &event_options()}) all.insert(all.end(), table->begin(), table->end());
+  if (auto ok = cli::parse_options<options>(all, args, o); !ok) return std::unexpected(ok.error());
+  o.events.encoding.format = *parse_kv_event_format(o.event_format);
+  if (o.image_token_id) {
+    o.multimodal = o.image_rules;
+    o.multimodal->image_token_id = *o.image_token_id;
   }
   if (!o.replay_endpoint.empty() && o.events.endpoint.empty())
     return std::unexpected("--replay-endpoint needs --kv-events-endpoint");
@@ -208,6 +209,6 @@ int run(const options& o) {
 }  // namespace kvr::mocker
 
 int main(int argc, char** argv) {
-  return kvr::cli::run_tool("kvrouter-mocker", kvr::mocker::usage, kvr::mocker::parse({argv + 1, argv + argc}),
+  return kvr::cli::run_tool("kvrouter-mocker", kvr::mocker::usage(), kvr::mocker::parse({argv + 1, argv + argc}),
                             [](const auto& options) { return kvr::mocker::run(options); });
 }

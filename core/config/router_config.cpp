@@ -26,15 +26,15 @@ struct knob {
 };
 
 constexpr std::array<knob, 9> knob_table{{
-    {{"router_mode", "MODE", "kv | round-robin | random | power-of-two | least-loaded (default kv)"}, knob_kind::mode},
-    {{"overlap_score_credit", "NUMBER", "weight of a cached block against a block of prefill work; 0 ignores the cache (default 1.0)"}, knob_kind::number},
-    {{"prefill_load_scale", "NUMBER", "weight of prefill work against decode work (default 1.0)"}, knob_kind::number},
-    {{"router_temperature", "NUMBER", "0 picks the cheapest worker; > 0 samples softmax(-cost/T) (default 0.0)"}, knob_kind::number},
-    {{"use_kv_events", "true|false", "index the workers' KV events; false = approximate mode (default true)"}, knob_kind::boolean},
-    {{"track_active_blocks", "true|false", "count in-flight requests' blocks as decode load (default true)"}, knob_kind::boolean},
-    {{"approx_ttl_secs", "SECONDS", "lifetime of a predicted index entry in approximate mode (default 120)"}, knob_kind::count},
-    {{"max_index_blocks", "N", "hard bound on (worker, block) index entries per worker set (default 1048576)"}, knob_kind::count},
-    {{"block_size", "TOKENS", "tokens per KV block, as the engines are configured (default 16)"}, knob_kind::count},
+    {{"router_mode", "MODE", "how workers are picked", "kv|round-robin|random|power-of-two|least-loaded"}, knob_kind::mode},
+    {{"overlap_score_credit", "NUMBER", "weight of a cached block against a block of prefill work; 0 ignores the cache", ">= 0"}, knob_kind::number},
+    {{"prefill_load_scale", "NUMBER", "weight of prefill work against decode work", ">= 0"}, knob_kind::number},
+    {{"router_temperature", "NUMBER", "0 picks the cheapest worker; > 0 samples softmax(-cost/T)", ">= 0"}, knob_kind::number},
+    {{"use_kv_events", "true|false", "index the workers' KV events; false = approximate mode", "true|false"}, knob_kind::boolean},
+    {{"track_active_blocks", "true|false", "count in-flight requests' blocks as decode load", "true|false"}, knob_kind::boolean},
+    {{"approx_ttl_secs", "SECONDS", "lifetime of a predicted index entry in approximate mode", ">= 1 in approximate mode"}, knob_kind::count},
+    {{"max_index_blocks", "N", "hard bound on (worker, block) index entries per worker set", ">= 1"}, knob_kind::count},
+    {{"block_size", "TOKENS", "tokens per KV block, as the engines are configured", ">= 1"}, knob_kind::count},
 }};
 
 const std::array<knob_info, knob_table.size()> knob_infos = [] {

@@ -80,6 +80,7 @@ struct knob_info {
   std::string_view name;
   std::string_view value_hint;  ///< e.g. "NUMBER", "MODE", "true|false"
   std::string_view help;
+  std::string_view range;       ///< the values validate() accepts, e.g. ">= 0"
 };
 [[nodiscard]] std::span<const knob_info> knobs();
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Integration: the bind topology. `kvrouter kv-index --bind` binds one SUB; two engines connect
+"""Integration: the bind topology. `kvrouter kv-index --kv-bind` binds one SUB; two engines connect
 their PUB sockets to it (as vLLM does when its endpoint names a host) and are told apart by
 topic prefix, one with SGLang's `\\0sgl-kv-epoch=...` suffix. The index must equal both
 engines' ground truth.
@@ -22,7 +22,7 @@ from router_harness import free_port  # noqa: E402
 def main():
     kvrouter = sys.argv[1]
     port = free_port()
-    router = subprocess.Popen([kvrouter, "kv-index", "--bind", f"tcp://127.0.0.1:{port}", "--block-size", "4",
+    router = subprocess.Popen([kvrouter, "kv-index", "--kv-bind", f"tcp://127.0.0.1:{port}", "--block-size", "4",
                                "--idle", "2", "--duration", "30",
                                "--worker", "http://127.0.0.1:9001,id=a,topic=eng-a",
                                "--worker", "http://127.0.0.1:9002,id=b,topic=eng-b"],

@@ -1,0 +1,28 @@
+#pragma once
+/// The HTTP ingress's limits and timeouts, with their defaults (the command line's defaults are
+/// these: app/cli.cpp reads and prints them).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kvr {
+
+struct ingress_settings {
+  std::string host = "0.0.0.0";
+  std::uint16_t port = 8080;              ///< 0 = any free port (see http_ingress::port())
+  std::size_t threads = 0;                ///< I/O threads; 0 = one per core
+  std::uint64_t max_body_bytes = 32u << 20;
+  std::uint32_t max_header_bytes = 64u << 10;
+  /// Longest a client may take to send a whole request (keep-alive idle time included) or to
+  /// accept a chunk of the answer: slow clients cannot hold a connection forever.
+  std::chrono::seconds client_timeout{60};
+  std::chrono::seconds connect_timeout{5};
+  /// Longest wait for a worker's next bytes (the first ones include its prefill).
+  std::chrono::seconds upstream_timeout{600};
+  std::uint32_t max_retries = 2;          ///< re-routes after a worker fails before answering
+  std::uint32_t max_routing_in_flight = 1024;  ///< per worker set; beyond, 503 at once
+};
+
+}  // namespace kvr

@@ -1,0 +1,42 @@
+#pragma once
+/// How every worker set's pipeline is built: the hashers, the scorer's health rules, the KV
+/// subscription topology, active health checks and the media fetcher. Plain values with their
+/// defaults (the command line's defaults are these: app/cli.cpp reads and prints them).
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kvr {
+
+/// Active health checks (actors/sources/health_checker).
+struct health_settings {
+  std::chrono::milliseconds interval{2000};
+  std::chrono::milliseconds timeout{1000};
+  std::uint32_t failures = 2;   ///< consecutive failed probes before a worker is down
+  std::uint32_t successes = 1;  ///< consecutive good probes before it is up again
+};
+
+/// The media fetchers of multimodal sets that score overlap (actors/pipeline/media_fetcher).
+struct media_fetch_settings {
+  std::chrono::milliseconds timeout{10000};  ///< per fetch, redirects included
+  std::size_t max_concurrent = 32;
+  std::size_t cache_entries = 4096;
+  std::chrono::seconds cache_ttl{600};
+  bool allow_private = false;  ///< --media-allow-private: loopback and private addresses too
+  std::size_t max_redirects = 3;
+  std::string ca_file;  ///< --media-ca-file: trust these certificates too (besides the system's)
+};
+
+/// How every set's pipeline is built.
+struct pipeline_settings {
+  std::size_t hashers = 2;
+  std::chrono::milliseconds unhealthy_backoff{5000};
+  std::chrono::seconds index_grace{60};
+  std::string kv_bind;        ///< bind one KV-event SUB here instead of connecting to kv= endpoints
+  health_settings health;     ///< interval 0 = no active health checks
+  media_fetch_settings media;  ///< the media fetchers of multimodal sets that score overlap
+};
+
+}  // namespace kvr
