@@ -95,6 +95,12 @@ const option_table<options>& serving_options() {
                                  [](auto& o) -> auto& { return o.serve.pipeline.health.failures; }, 1, 1000));
     t.push_back(integer<options>("--health-successes", "N", "good probes in a row before it is up again",
                                  [](auto& o) -> auto& { return o.serve.pipeline.health.successes; }, 1, 1000));
+    t.push_back(flag_switch<options>("--fault-injection",
+                                     "serve POST /v1/router/faults, which kills a pipeline component as a crash would",
+                                     [](auto& o) -> auto& { return o.serve.http.fault_injection; }));
+    t.push_back(duration<options>("--restart-backoff-ms",
+                                  "a pipeline component that died is restarted after this (doubling while it keeps dying)",
+                                  [](auto& o) -> auto& { return o.serve.pipeline.restart_backoff; }, 1, 60000));
     t.push_back(duration<options>("--index-grace-secs", "a worker down this long loses its prefix-index entries",
                                   [](auto& o) -> auto& { return o.serve.pipeline.index_grace; }, 0, 86400));
     t.push_back(text<options>("--kv-bind", "ENDPOINT", "bind one KV-event socket that engines connect to (topics tell them apart)",

@@ -138,13 +138,14 @@ int run_kv_index(const std::vector<std::string>& args) {
   for (const kv_publisher& p : settings.publishers) scorer_config.routing.worker_names.push_back(p.name);
   const scorer_actor scorer = spawn_scorer(system, scorer_config);
 
-  std::optional<kv_subscriber> subscriber;
+  std::shared_ptr<kv_subscriber> subscriber;
   try {
-    subscriber.emplace(settings, [scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); });
+    subscriber = std::make_shared<kv_subscriber>(settings, [scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); });
   } catch (const std::exception& e) {
     std::cerr << "kvrouter kv-index: " << e.what() << "\n";
     return 1;
   }
+  const caf::actor driver = spawn_component_driver(system, subscriber, "kvr-kv-sub");
 
   using clock = std::chrono::steady_clock;
   const auto started = clock::now();
@@ -161,10 +162,13 @@ int run_kv_index(const std::vector<std::string>& args) {
       break;
     }
   }
-  subscriber->stop();
-
   nlohmann::json out;
   caf::scoped_actor self{system};
+  // Once the driver is down its last step has delivered its batches: they are in the scorer's
+  // mailbox before the dump request is.
+  self->monitor(driver);
+  self->send_exit(driver, caf::exit_reason::user_shutdown);
+  self->receive([](const caf::down_msg&) {});
   self->request(scorer, std::chrono::seconds(10), dump_index_atom_v)
       .receive([&](const std::string& dump) { out = nlohmann::json::parse(dump); },
                [&](const caf::error& error) { out["error"] = caf::to_string(error); });

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/http/http_ingress.hpp"
+#include "actors/http/ingress_actor.hpp"
 #include "actors/pipeline/runtime.hpp"
 #include "actors/pipeline/watcher.hpp"
 #include "app/cli.hpp"
@@ -100,8 +101,12 @@ int run_serve(const options& options) {
   watch.pipeline = serve.pipeline;
   watch.config_path = serve.config_path;
   watch.etcd_global = options.router;
-  watch.publish = [&ingress](std::shared_ptr<const routing_table> table) { ingress->set_routing_table(std::move(table)); };
+  const ingress_actor ingress_owner = spawn_ingress_actor(system, *ingress);
+  watch.ingress = ingress_owner;
   const watcher_actor watcher = spawn_watcher(system, watch);
+  ingress->set_fault_injector([watcher](std::string set, std::string component) {
+    caf::anon_send(watcher, fault_atom_v, std::move(set), std::move(component));
+  });
   std::string error;
   {
     // Scoped: a scoped actor counts as running (even hidden, in CAF 0.17), and shutdown waits
@@ -113,6 +118,7 @@ int run_serve(const options& options) {
   }
   if (!error.empty()) {
     caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(ingress_owner, caf::exit_reason::user_shutdown);
     return fail(error);
   }
 
@@ -136,6 +142,7 @@ int run_serve(const options& options) {
                                            });
     } catch (const std::exception& e) {
       caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(ingress_owner, caf::exit_reason::user_shutdown);
       return fail(e.what());
     }
   }
@@ -143,7 +150,7 @@ int run_serve(const options& options) {
   std::thread signal_waiter([&] {
     int received = 0;
     sigwait(&signals, &received);
-    ingress->stop();
+    caf::anon_send(ingress_owner, stop_atom_v);
   });
   ingress->run();
   if (signal_waiter.joinable()) {
@@ -152,6 +159,7 @@ int run_serve(const options& options) {
   }
   etcd.reset();
   caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);  // its state retires every set
+  caf::anon_send_exit(ingress_owner, caf::exit_reason::user_shutdown);
   // Routing jobs hold their connections; the actors answer or drop them before the ingress,
   // whose I/O threads those connections belong to, goes away.
   system.await_all_actors_done();

@@ -112,7 +112,9 @@ int main(int argc, char** argv) {
   scorer_settings scorer_config{.routing = {.config = config}};
   for (const auto& p : settings.publishers) scorer_config.routing.worker_names.push_back(p.name);
   const scorer_actor scorer = spawn_scorer(system, scorer_config);
-  kv_subscriber subscriber(settings, [scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); });
+  auto subscriber_ptr = std::make_shared<kv_subscriber>(settings, [scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); });
+  kv_subscriber& subscriber = *subscriber_ptr;
+  const caf::actor driver = spawn_component_driver(system, subscriber_ptr, "kvr-kv-sub");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // SUB sockets connect
 
   const double batches_per_second = rate / (2.0 * blocks);
@@ -158,7 +160,7 @@ int main(int argc, char** argv) {
     router_cpu += used;
     threads[name] = used;
   }
-  subscriber.stop();
+  caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);
 
   std::uint64_t gaps = 0, decode_errors = 0, applied_batches = 0;
   for (const auto& s : subscriber.stats()) {

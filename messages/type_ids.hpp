@@ -15,6 +15,7 @@
 #include "messages/route_messages.hpp"
 
 namespace kvr {
+struct routing_table;  ///< actors/http/routing_table.hpp
 /// Card JSON by etcd key (actors/sources/etcd_source.hpp has the source).
 using etcd_cards = std::map<std::string, std::string>;
 }  // namespace kvr
@@ -37,6 +38,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvr, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvr, (std::shared_ptr<const kvr::router_file>))
   CAF_ADD_TYPE_ID(kvr, (std::shared_ptr<const kvr::etcd_cards>))
 
+  // -- supervision: watcher
+  CAF_ADD_ATOM(kvr, kvr, restart_atom, "restart")
+  CAF_ADD_ATOM(kvr, kvr, fault_atom, "fault")
+  CAF_ADD_TYPE_ID(kvr, (std::shared_ptr<const kvr::routing_table>))
+  CAF_ADD_ATOM(kvr, kvr, stop_atom, "stop")
+
   // -- operator / debug requests
   CAF_ADD_ATOM(kvr, kvr, dump_index_atom, "dumpindex")
 
@@ -49,3 +56,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::lifecycle_batch_ptr)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::lifecycle_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::router_file>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::etcd_cards>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::routing_table>)

@@ -103,6 +103,22 @@ std::string http_ingress::impl::metrics_text() {
   family("kvrouter_worker_routed_total", "Requests routed to the worker.", "counter", [](const worker& w) { return w.routed; });
   family("kvrouter_worker_failures_total", "Failures reported for the worker.", "counter",
          [](const worker& w) { return w.failures; });
+  out += "# HELP kvrouter_component_restarts_total Restarts of a set's pipeline component after it died.\n"
+         "# TYPE kvrouter_component_restarts_total counter\n";
+  for (const worker_set_route& set : table->sets)
+    for (const component_status& c : set.components)
+      out += fmt::format("kvrouter_component_restarts_total{{set=\"{}\",model=\"{}\",component=\"{}\"}} {}\n", set.name,
+                         set.model, c.name, c.restarts);
+  out += "# HELP kvrouter_component_running 1 while a set's pipeline component runs (0: waiting for its restart).\n"
+         "# TYPE kvrouter_component_running gauge\n";
+  for (const worker_set_route& set : table->sets)
+    for (const component_status& c : set.components)
+      out += fmt::format("kvrouter_component_running{{set=\"{}\",model=\"{}\",component=\"{}\"}} {}\n", set.name, set.model,
+                         c.name, c.running ? 1 : 0);
+  out += "# HELP kvrouter_set_restarts_total Restarts of a whole set after its scorer or a hasher died.\n"
+         "# TYPE kvrouter_set_restarts_total counter\n";
+  for (const worker_set_route& set : table->sets)
+    out += fmt::format("kvrouter_set_restarts_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model, set.restarts);
   out += "# HELP kvrouter_set_kv_batches_total KV-event batches applied.\n# TYPE kvrouter_set_kv_batches_total counter\n";
   for (const worker_set_route& set : table->sets)
     out += fmt::format("kvrouter_set_kv_batches_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
@@ -206,6 +222,10 @@ void http_ingress::set_routing_table(std::shared_ptr<const routing_table> table)
 }
 
 std::uint16_t http_ingress::port() const { return impl_->bound_port; }
+
+void http_ingress::set_fault_injector(std::function<void(std::string, std::string)> inject) {
+  impl_->inject_fault = std::move(inject);
+}
 
 void http_ingress::run() {
   std::vector<std::thread> others;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -26,6 +27,9 @@ class http_ingress {
   void set_routing_table(std::shared_ptr<const routing_table> table);
 
   [[nodiscard]] std::uint16_t port() const;
+
+  /// Where `POST /v1/router/faults` (with --fault-injection) sends its (set, component).
+  void set_fault_injector(std::function<void(std::string set, std::string component)> inject);
 
   /// Serves on `settings.threads` threads until stop(); blocks the caller (it serves too).
   void run();

@@ -88,6 +88,7 @@ struct http_ingress::impl {
   /// Resolved addresses of worker hosts, by "host:port" (resolved when a table is installed).
   std::map<std::string, std::vector<ingress::tcp::endpoint>> resolved;
   std::atomic<std::uint64_t> next_request_id{1};
+  std::function<void(std::string, std::string)> inject_fault;  ///< set before serving
   std::uint16_t bound_port = 0;
 
   std::shared_ptr<const routing_table> current_table() {

@@ -199,6 +199,10 @@ class session final : public std::enable_shared_from_this<session>, public timed
       if (!post) return send_error({api_errc::method_not_allowed, "use POST", {}});
       return handle_completion(path == "/v1/chat/completions" ? api_endpoint::chat_completions : api_endpoint::completions);
     }
+    if (path == "/v1/router/faults" && server_.settings.fault_injection) {
+      if (!post) return send_error({api_errc::method_not_allowed, "use POST", {}});
+      return handle_fault();
+    }
     if (!get) return send_error({api_errc::method_not_allowed, "use GET", {}});
     if (path == "/health") return send(http::status::ok, R"({"status":"ok"})", "application/json");
     if (path == "/ready") return handle_ready();
@@ -221,6 +225,17 @@ class session final : public std::enable_shared_from_this<session>, public timed
     for (const worker_set_route& set : server_.current_table()->sets)
       data.push_back({{"id", set.model}, {"object", "model"}, {"created", 0}, {"owned_by", "kvrouter"}});
     send(http::status::ok, nlohmann::json{{"object", "list"}, {"data", std::move(data)}}.dump(), "application/json");
+  }
+
+  /// `{"set": NAME, "component": kv_subscriber | health_checker | media_fetcher | scorer | hasher}`:
+  /// the watcher kills it as a crash would (and restarts it, as after a crash).
+  void handle_fault() {
+    const auto body = nlohmann::json::parse(request_.body(), nullptr, false);
+    if (!body.is_object() || !body.contains("set") || !body["set"].is_string() || !body.contains("component") ||
+        !body["component"].is_string())
+      return send_error({api_errc::invalid_request, R"(expected {"set": NAME, "component": NAME})", {}});
+    if (server_.inject_fault) server_.inject_fault(body["set"].get<std::string>(), body["component"].get<std::string>());
+    send(http::status::accepted, R"({"status":"sent"})", "application/json");
   }
 
   // -- routed requests -----------------------------------------------------------------------

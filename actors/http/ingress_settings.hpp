@@ -21,6 +21,8 @@ struct ingress_settings {
   std::chrono::seconds connect_timeout{5};
   /// Longest wait for a worker's next bytes (the first ones include its prefill).
   std::chrono::seconds upstream_timeout{600};
+  /// `POST /v1/router/faults` kills a pipeline component as a crash would (drills, tests).
+  bool fault_injection = false;
   std::uint32_t max_retries = 2;          ///< re-routes after a worker fails before answering
   std::uint32_t max_routing_in_flight = 1024;  ///< per worker set; beyond, 503 at once
 };

@@ -29,6 +29,13 @@ struct worker_target {
 /// Splits `http://host:port/prefix` (IPv6 hosts in brackets) into a target; why not, on a bad URL.
 [[nodiscard]] std::expected<worker_target, std::string> make_worker_target(std::string name, const std::string& url);
 
+/// A supervised component of a set as the last table saw it.
+struct component_status {
+  std::string name;
+  bool running = true;        ///< false while it waits for its restart (the set is degraded)
+  std::uint64_t restarts = 0;
+};
+
 struct worker_set_route {
   std::string name;
   std::string model;
@@ -41,6 +48,8 @@ struct worker_set_route {
   /// The hashers' counters; every set has them, at zero where the gate spawns no hashers.
   std::shared_ptr<kvr::hasher_counters> hashing = std::make_shared<kvr::hasher_counters>();
   std::shared_ptr<scorer_snapshot_cell> snapshot;
+  std::vector<component_status> components;  ///< the set's supervised components
+  std::uint64_t restarts = 0;                ///< restarts of the whole set (its scorer or a hasher died)
   /// Routing decisions in flight (ingress bounds it; beyond, 503 at once).
   std::shared_ptr<std::atomic<std::uint32_t>> routing_in_flight = std::make_shared<std::atomic<std::uint32_t>>(0);
   /// Round-robin position shared by the I/O threads (round-robin is decided in ingress).

@@ -55,7 +55,6 @@ struct media_fetcher::impl {
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   ssl::context tls{ssl::context::tls_client};
-  std::thread thread;
 
   struct cache_entry {
     image_dims dims;
@@ -82,13 +81,6 @@ struct media_fetcher::impl {
     tls.set_default_verify_paths();
     tls.set_verify_mode(ssl::verify_peer);
     if (!settings.ca_file.empty()) tls.load_verify_file(settings.ca_file);  // throws with the reason
-    thread = std::thread([this] { io.run(); });
-  }
-
-  ~impl() {
-    work.reset();
-    io.stop();
-    thread.join();
   }
 
   void lookup(std::string url, callback done) {
@@ -335,6 +327,8 @@ media_fetcher::media_fetcher(media_fetch_settings settings, std::shared_ptr<medi
     : impl_(std::make_unique<impl>(settings, std::move(counters))) {}
 
 media_fetcher::~media_fetcher() = default;
+
+void media_fetcher::poll_for(std::chrono::milliseconds budget) { impl_->io.run_for(budget); }
 
 void media_fetcher::fetch(std::string url, callback done) {
   asio::post(impl_->io, [this, url = std::move(url), done = std::move(done)]() mutable { impl_->lookup(std::move(url), std::move(done)); });

@@ -10,7 +10,9 @@
 /// `max_concurrent` fetches run at once (the rest queue); each has a timeout. URLs must be
 /// http or https (certificates verified against the system's CAs and the host name, SNI
 /// sent), and resolve to public addresses unless `allow_private` (core/media/fetch_policy), checked
-/// again after each of at most 3 redirects. A thread owns the I/O; callbacks run on it.
+/// again after each of at most 3 redirects. A detached actor drives its I/O
+/// (actors/pipeline/component); callbacks run on that actor's thread. The fetcher outlives a
+/// driver that dies: the restarted driver carries on with its cache and its queue.
 
 #include <atomic>
 #include <chrono>
@@ -21,6 +23,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/pipeline/component.hpp"
 #include "actors/pipeline/pipeline_settings.hpp"
 #include "core/media/media.hpp"
 
@@ -34,18 +37,21 @@ struct media_fetch_counters {
   std::atomic<std::uint64_t> failures{0};      ///< network errors, timeouts, bad statuses, not an image
 };
 
-class media_fetcher {
+class media_fetcher final : public pollable_component {
  public:
   using result = std::expected<image_dims, std::string>;
   using callback = std::function<void(const result&)>;
 
   media_fetcher(media_fetch_settings settings, std::shared_ptr<media_fetch_counters> counters);
-  ~media_fetcher();
+  ~media_fetcher() override;
   media_fetcher(const media_fetcher&) = delete;
   media_fetcher& operator=(const media_fetcher&) = delete;
 
   /// Calls `done` exactly once, on the fetcher's thread, with the image's dimensions or why not.
+  /// Thread-safe.
   void fetch(std::string url, callback done);
+  /// Runs the fetches' I/O for `budget`.
+  void poll_for(std::chrono::milliseconds budget) override;
 
   struct impl;  ///< (the fetch operations of media_fetcher.cpp use it)
 

@@ -36,6 +36,9 @@ struct pipeline_settings {
   std::chrono::seconds index_grace{60};
   std::string kv_bind;        ///< bind one KV-event SUB here instead of connecting to kv= endpoints
   health_settings health;     ///< interval 0 = no active health checks
+  /// A component that died (KV subscriber, health checker, media fetcher, or the set's scorer or
+  /// hashers) is restarted after this, doubling while it keeps dying (at most 10 s).
+  std::chrono::milliseconds restart_backoff{200};
   media_fetch_settings media;  ///< the media fetchers of multimodal sets that score overlap
 };
 

@@ -2,8 +2,9 @@
 /// The watcher: owns the worker sets' pipelines and keeps them in step with the discovery
 /// sources. It resolves each set's effective config once per change, spawns what the gate says
 /// (the scorer always; hashers only where prefix overlap is scored; a KV subscriber only where
-/// KV events are used; health checks), retires what a change removes, and publishes an
-/// immutable routing table for ingress to swap in (docs/configuration.md).
+/// KV events are used; health checks), retires what a change removes, supervises what runs
+/// (actors/pipeline/set_registry: a component that dies is restarted with back-off), and sends
+/// an immutable routing table to the ingress actor to swap in (docs/configuration.md).
 
 #include <chrono>
 #include <expected>
@@ -15,6 +16,7 @@
 #include "actors/sources/health_checker.hpp"
 #include "actors/pipeline/media_fetcher.hpp"
 #include "actors/pipeline/pipeline_settings.hpp"
+#include "actors/http/ingress_actor.hpp"
 #include "actors/http/routing_table.hpp"
 #include "core/config/router_file.hpp"
 
@@ -24,8 +26,8 @@ struct watcher_settings {
   pipeline_settings pipeline;
   std::string config_path;    ///< polled for edits when set
   router_config etcd_global;  ///< with etcd: the global config the cards are resolved against
-  /// Installs a new routing table (ingress); called on the watcher's thread.
-  std::function<void(std::shared_ptr<const routing_table>)> publish;
+  /// Where new routing tables go (the ingress actor, actors/http/ingress_actor.hpp).
+  ingress_actor ingress;
 };
 
 using watcher_actor = caf::typed_actor<
@@ -34,7 +36,12 @@ using watcher_actor = caf::typed_actor<
     /// etcd's prefix as it now stands.
     caf::reacts_to<std::shared_ptr<const etcd_cards>>,
     /// Poll the config file, retire old pipelines.
-    caf::reacts_to<tick_atom>>;
+    caf::reacts_to<tick_atom>,
+    /// A supervision order: restart this component (empty: the whole set) of the set with this id.
+    caf::reacts_to<restart_atom, std::uint64_t, std::string>,
+    /// Fault injection (operators' drills, tests): kill a component of a set as a crash would;
+    /// answers whether there was one.
+    caf::replies_to<fault_atom, std::string, std::string>::with<bool>>;
 
 watcher_actor spawn_watcher(caf::actor_system& system, watcher_settings settings);
 

@@ -2,7 +2,6 @@
 
 #include "actors/sources/health_checker.hpp"
 
-#include <thread>
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -97,7 +96,6 @@ struct health_checker::impl {
   health_settings settings;
   asio::io_context io{1};
   std::vector<std::shared_ptr<prober>> probers;
-  std::thread thread;
 };
 
 health_checker::health_checker(health_settings settings, scorer_actor scorer, std::vector<health_target> targets)
@@ -107,18 +105,12 @@ health_checker::health_checker(health_settings settings, scorer_actor scorer, st
     impl_->probers.push_back(std::make_shared<prober>(impl_->io, impl_->settings, scorer, std::move(target)));
     impl_->probers.back()->start();
   }
-  impl_->thread = std::thread([this] {
-    pthread_setname_np(pthread_self(), "kvr-health");
-    impl_->io.run();
-  });
 }
 
 health_checker::~health_checker() {
-  asio::post(impl_->io, [this] {
-    for (auto& p : impl_->probers) p->stop();
-  });
-  impl_->io.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  for (auto& p : impl_->probers) p->stop();
 }
+
+void health_checker::poll_for(std::chrono::milliseconds budget) { impl_->io.run_for(budget); }
 
 }  // namespace kvr

@@ -1,6 +1,6 @@
 #pragma once
-/// Active health checks of a worker set's workers: `GET /health` every interval on a thread of
-/// its own; after `failures` consecutive failed probes a worker is reported down to the set's
+/// Active health checks of a worker set's workers: `GET /health` every interval, driven by a
+/// detached actor (actors/pipeline/component); after `failures` consecutive failed probes a worker is reported down to the set's
 /// scorer, after `successes` consecutive good ones up again. Passive marking (a proxy failure)
 /// is the scorer's own back-off; both must clear for a worker to be routable.
 
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/pipeline/component.hpp"
 #include "actors/pipeline/pipeline_settings.hpp"
 #include "messages/scorer_actor.hpp"
 
@@ -22,10 +23,12 @@ struct health_target {
   std::string path = "/health";
 };
 
-class health_checker {
+class health_checker final : public pollable_component {
  public:
   health_checker(health_settings settings, scorer_actor scorer, std::vector<health_target> targets);
-  ~health_checker();
+  ~health_checker() override;
+  /// Runs the probes' I/O for `budget`.
+  void poll_for(std::chrono::milliseconds budget) override;
   health_checker(const health_checker&) = delete;
   health_checker& operator=(const health_checker&) = delete;
 

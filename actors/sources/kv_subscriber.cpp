@@ -1,7 +1,5 @@
 #include "actors/sources/kv_subscriber.hpp"
 
-#include <pthread.h>
-
 #include <cstring>
 #include <stdexcept>
 
@@ -63,11 +61,11 @@ struct kv_subscriber::impl {
   std::vector<std::unique_ptr<publisher_state>> publishers;
   kv_wire_decoder decoder;
   std::shared_ptr<kv_update_list> pending = std::make_shared<kv_update_list>();
-  std::atomic<bool> stopping{false};
   mutable std::mutex stats_mutex;
   std::vector<kv_publisher_stats> published_stats;  // copied from the thread after each round
   clock_type::time_point next_stats_{};
-  std::thread thread;
+  std::vector<zmq::pollitem_t> items;                      // reused per step
+  std::vector<std::pair<publisher_state*, bool>> owners;  // (publisher or null for bound sub, is replay)
 
   impl(kv_subscriber_settings s, sink d) : settings(std::move(s)), deliver(std::move(d)) {
     for (const kv_publisher& p : settings.publishers) publishers.push_back(std::make_unique<publisher_state>(p));
@@ -96,57 +94,40 @@ struct kv_subscriber::impl {
       }
     }
     publish_stats();
-    thread = std::thread([this] {
-      pthread_setname_np(pthread_self(), "kvr-kv-sub");  // visible in top -H and /proc
-      run();
-    });
   }
 
-  ~impl() {
-    stopping = true;
-    if (thread.joinable()) thread.join();
-  }
+  ~impl() { publish_stats(); }
 
-  void stop_and_publish() {
-    stopping = true;
-    if (thread.joinable()) thread.join();
-    publish_stats();
-  }
-
-  void run() {
-    std::vector<zmq::pollitem_t> items;
-    std::vector<std::pair<publisher_state*, bool>> owners;  // (publisher or null for bound sub, is replay)
-    while (!stopping) {
-      items.clear();
-      owners.clear();
-      if (bound_sub) {
-        items.push_back({static_cast<void*>(*bound_sub), 0, ZMQ_POLLIN, 0});
-        owners.emplace_back(nullptr, false);
+  void poll_for(std::chrono::milliseconds budget) {
+    items.clear();
+    owners.clear();
+    if (bound_sub) {
+      items.push_back({static_cast<void*>(*bound_sub), 0, ZMQ_POLLIN, 0});
+      owners.emplace_back(nullptr, false);
+    }
+    for (auto& p : publishers) {
+      if (p->sub) {
+        items.push_back({static_cast<void*>(*p->sub), 0, ZMQ_POLLIN, 0});
+        owners.emplace_back(p.get(), false);
       }
-      for (auto& p : publishers) {
-        if (p->sub) {
-          items.push_back({static_cast<void*>(*p->sub), 0, ZMQ_POLLIN, 0});
-          owners.emplace_back(p.get(), false);
-        }
-        if (p->replay) {
-          items.push_back({static_cast<void*>(*p->replay), 0, ZMQ_POLLIN, 0});
-          owners.emplace_back(p.get(), true);
-        }
+      if (p->replay) {
+        items.push_back({static_cast<void*>(*p->replay), 0, ZMQ_POLLIN, 0});
+        owners.emplace_back(p.get(), true);
       }
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(50));
-      for (std::size_t i = 0; i < items.size(); ++i) {
-        if (!(items[i].revents & ZMQ_POLLIN)) continue;
-        auto [publisher, is_replay] = owners[i];
-        if (is_replay) drain_replay(*publisher);
-        else if (publisher) drain_live(*publisher->sub, publisher);
-        else drain_live(*bound_sub, nullptr);
-      }
-      check_replay_deadlines();
-      flush();
-      if (clock_type::now() >= next_stats_) {
-        publish_stats();
-        next_stats_ = clock_type::now() + std::chrono::milliseconds(20);
-      }
+    }
+    zmq::poll(items.data(), items.size(), budget);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (!(items[i].revents & ZMQ_POLLIN)) continue;
+      auto [publisher, is_replay] = owners[i];
+      if (is_replay) drain_replay(*publisher);
+      else if (publisher) drain_live(*publisher->sub, publisher);
+      else drain_live(*bound_sub, nullptr);
+    }
+    check_replay_deadlines();
+    flush();
+    if (clock_type::now() >= next_stats_) {
+      publish_stats();
+      next_stats_ = clock_type::now() + std::chrono::milliseconds(20);
     }
   }
 
@@ -275,7 +256,7 @@ kv_subscriber::kv_subscriber(kv_subscriber_settings settings, sink deliver)
 
 kv_subscriber::~kv_subscriber() = default;
 
-void kv_subscriber::stop() { impl_->stop_and_publish(); }
+void kv_subscriber::poll_for(std::chrono::milliseconds budget) { impl_->poll_for(budget); }
 
 std::vector<kv_publisher_stats> kv_subscriber::stats() const {
   std::lock_guard lock(impl_->stats_mutex);

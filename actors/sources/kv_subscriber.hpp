@@ -1,7 +1,7 @@
 #pragma once
-/// The KV-event subscriber of one worker set: a thread that owns the set's ZeroMQ sockets,
-/// decodes every batch, runs each publisher's sequence tracker (replaying gaps through a
-/// DEALER), and hands ordered batches to a sink, many per call.
+/// The KV-event subscriber of one worker set: owns the set's ZeroMQ sockets, decodes every
+/// batch, runs each publisher's sequence tracker (replaying gaps through a DEALER), and hands
+/// ordered batches to a sink, many per call. A detached actor drives it (actors/pipeline/component).
 ///
 /// Topologies (docs/kv-events.md): connect one SUB per publisher endpoint (engines that bind,
 /// vLLM's default `tcp://*:5557`), or bind one SUB that engines connect to and tell publishers
@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/pipeline/component.hpp"
 #include "core/kv/kv_event.hpp"
 #include "core/kv/seq_tracker.hpp"
 #include "core/config/worker_spec.hpp"
@@ -54,19 +55,20 @@ struct kv_publisher_stats {
   seq_counters sequence;
 };
 
-class kv_subscriber {
+class kv_subscriber final : public pollable_component {
  public:
   using sink = std::function<void(kv_updates)>;
 
-  /// Opens the sockets and starts the thread. Throws std::runtime_error with the endpoint
-  /// named if a socket cannot be bound or connected (bad config is fatal at start-up).
+  /// Opens the sockets. Throws std::runtime_error with the endpoint named if a socket cannot be
+  /// bound or connected (bad config is fatal at start-up).
   kv_subscriber(kv_subscriber_settings settings, sink deliver);
-  ~kv_subscriber();
+  ~kv_subscriber() override;
   kv_subscriber(const kv_subscriber&) = delete;
   kv_subscriber& operator=(const kv_subscriber&) = delete;
 
-  /// Stops the thread (idempotent); the last batches have been delivered when it returns.
-  void stop();
+  /// One step: waits up to `budget` for frames, applies what came (replays included), checks
+  /// replay deadlines and delivers what is ordered.
+  void poll_for(std::chrono::milliseconds budget) override;
 
   [[nodiscard]] std::vector<kv_publisher_stats> stats() const;
 

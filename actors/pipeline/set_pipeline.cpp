@@ -1,0 +1,156 @@
+#include "actors/pipeline/set_pipeline.hpp"
+
+#include <iostream>
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+
+#include "actors/pipeline/hasher.hpp"
+#include "actors/pipeline/media_fetcher.hpp"
+#include "actors/pipeline/scorer.hpp"
+#include "actors/sources/health_checker.hpp"
+#include "actors/sources/kv_subscriber.hpp"
+
+namespace kvr {
+namespace {
+
+/// The set's tokenizer and chat template: loaded once, shared read-only by its hashers.
+std::expected<hasher_resources, std::string> load_hasher_resources(const worker_set_card& card) {
+  hasher_resources resources;
+  if (!card.tokenizer.empty()) {
+    std::ifstream in(card.tokenizer);
+    if (!in) return std::unexpected(fmt::format("worker set {}: cannot read tokenizer {}", card.name, card.tokenizer));
+    std::stringstream text;
+    text << in.rdbuf();
+    auto loaded = tokenizer::from_json(text.str());
+    if (!loaded)
+      return std::unexpected(fmt::format("worker set {}: tokenizer {}: {}", card.name, card.tokenizer, loaded.error().message));
+    resources.text_tokenizer = std::make_shared<const tokenizer>(std::move(*loaded));
+  }
+  if (!card.tokenizer_config.empty()) {
+    auto chat = chat_template::load(card.tokenizer_config);
+    if (chat) {
+      resources.chat = std::make_shared<const chat_template>(std::move(*chat));
+    } else if (card.chat_template_fallback_concat) {
+      std::cerr << "kvrouter: warning: worker set " << card.name << ": " << chat.error()
+                << "; chat requests are rendered as plain 'role: content' lines (chat_template_fallback: concat)\n";
+    } else {
+      return std::unexpected(fmt::format("worker set {}: {} (set chat_template_fallback to \"concat\" to route on "
+                                         "plain 'role: content' lines instead)",
+                                         card.name, chat.error()));
+    }
+  }
+  resources.chat_plain_fallback = !resources.chat && card.chat_template_fallback_concat;
+  resources.multimodal = card.multimodal;
+  return resources;
+}
+
+}  // namespace
+
+std::expected<void, std::string> start_set(caf::actor_system& system, const router_file& file,
+                                           const worker_set_card& card, const pipeline_settings& serve, running_set& out) {
+  const router_config config = effective_config(file, card);
+  worker_set_route& set = out.route;
+  set.name = card.name;
+  set.model = card.model;
+  set.config = config;
+  for (const worker_spec& w : card.workers) {
+    auto target = make_worker_target(w.id, w.url);
+    if (!target) return std::unexpected(fmt::format("worker set {}: worker {}: {}", card.name, w.url, target.error()));
+    set.workers.push_back(std::move(*target));
+  }
+  scorer_settings scorer_config;
+  worker_set_router_settings& routing = scorer_config.routing;
+  routing.config = config;
+  for (const worker_target& w : set.workers) routing.worker_names.push_back(w.name);
+  routing.unhealthy_backoff = serve.unhealthy_backoff;
+  routing.index_grace = serve.index_grace;
+  std::vector<kv_publisher> publishers;
+  if (should_subscribe_to_kv_events(config)) {
+    for (const publisher_spec& p : expand_publishers(card.workers)) {
+      if (p.endpoint.empty() && serve.kv_bind.empty()) continue;  // this worker publishes no events
+      publishers.push_back(to_kv_publisher(p, static_cast<worker_id>(publishers.size())));
+      routing.publisher_worker.push_back(p.worker);
+      routing.publisher_names.push_back(p.name);
+    }
+    if (publishers.empty())
+      std::cerr << "kvrouter: warning: worker set " << card.name
+                << " scores KV events, but no worker has a kv= endpoint; overlap stays 0 "
+                   "(add kv=, or use --no-kv-events for approximate mode)\n";
+  }
+  set.snapshot = scorer_config.snapshot;
+  std::shared_ptr<media_fetcher> resources_fetcher;
+  set.scorer = spawn_scorer(system, scorer_config);
+  if (uses_prefix_overlap(config)) {
+    auto resources = load_hasher_resources(card);
+    if (!resources) return std::unexpected(resources.error());
+    set.prompts = resources->capabilities();
+    resources->counters = set.hashing;
+    // The gate: image URLs are fetched only where images can pay off (prefix overlap scored,
+    // and the card describes the model's images). Everywhere else no fetcher exists at all.
+    if (resources->multimodal) {
+      try {
+        resources->fetcher = std::make_shared<media_fetcher>(
+            serve.media, std::shared_ptr<media_fetch_counters>(set.hashing, &set.hashing->media));
+      } catch (const std::exception& e) {  // e.g. an unreadable --media-ca-file
+        return std::unexpected(fmt::format("worker set {}: media fetcher: {}", card.name, e.what()));
+      }
+    }
+    set.fetches_media = resources->fetcher != nullptr;
+    resources_fetcher = resources->fetcher;
+    for (std::size_t i = 0; i < std::max<std::size_t>(serve.hashers, 1); ++i)
+      set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, *resources));
+  }
+  auto add = [&](std::string name, std::function<std::shared_ptr<pollable_component>()> make) {
+    component_slot slot{.name = std::move(name), .make = std::move(make),
+                        .backoff = restart_backoff(serve.restart_backoff, std::chrono::seconds(10), std::chrono::seconds(60))};
+    slot.instance = slot.make();
+    out.components.push_back(std::move(slot));
+  };
+  try {
+    if (resources_fetcher) add("media_fetcher", [fetcher = resources_fetcher] { return fetcher; });
+    if (serve.health.interval.count() > 0) {
+      std::vector<health_target> targets;
+      for (std::uint32_t w = 0; w < set.workers.size(); ++w)
+        targets.push_back({w, set.workers[w].host, set.workers[w].port, set.workers[w].base_path + "/health"});
+      add("health_checker", [settings = serve.health, scorer = set.scorer, targets] {
+        return std::make_shared<health_checker>(settings, scorer, targets);
+      });
+      out.health_checks = true;
+    }
+    if (!publishers.empty()) {
+      kv_subscriber_settings kv_settings;
+      kv_settings.publishers = publishers;
+      kv_settings.bind_endpoint = serve.kv_bind;
+      add("kv_subscriber", [kv_settings, scorer = set.scorer, &out] {
+        auto subscriber = std::make_shared<kv_subscriber>(
+            kv_settings, [scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); });
+        out.subscriber = subscriber;
+        return subscriber;
+      });
+    }
+  } catch (const std::exception& e) {
+    return std::unexpected(fmt::format("worker set {}: {}", card.name, e.what()));
+  }
+  return {};
+}
+
+void drive(caf::actor_system& system, component_slot& slot) {
+  const std::string thread_name = slot.name == "kv_subscriber"    ? "kvr-kv-sub"
+                                  : slot.name == "health_checker" ? "kvr-health"
+                                                                  : "kvr-media";
+  slot.driver = spawn_component_driver(system, slot.instance, thread_name);
+  slot.started = std::chrono::steady_clock::now();
+}
+
+void stop_set(running_set& set, bool keep_actors) {
+  for (component_slot& slot : set.components) {
+    if (slot.driver) caf::anon_send_exit(slot.driver, caf::exit_reason::user_shutdown);
+    slot.driver = nullptr;
+  }
+  if (keep_actors) return;
+  if (set.route.scorer) caf::anon_send_exit(set.route.scorer, caf::exit_reason::user_shutdown);
+  for (const auto& h : set.route.hashers) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+}
+
+}  // namespace kvr
