@@ -129,7 +129,7 @@ try:
 
     with open(path, "w") as out:
         out.write('{"worker_sets": [{"name": "broken"')
-    time.sleep(1.0)
+    f.check(router.wait_for_log("config change rejected"), "the invalid edit is read, and rejected")
     kept = json.loads(router.request("GET", "/v1/router/sets")[2])["sets"]
     for s_ in kept:
         s_.pop("pipeline")
@@ -145,7 +145,7 @@ try:
     f.check(len(statuses) > 20 and set(statuses) == {200},
             f"no request failed during the reloads ({len(statuses)} requests, statuses {sorted(set(statuses))})")
     f.check(router.stop() == 0, "kvrouter stops cleanly")
-    log = router.proc.stderr.read()
+    log = router.full_log()
     f.check("config change rejected" in log and "config reloaded" in log, "reloads and the rejection are logged")
 finally:
     for w in workers:

@@ -111,17 +111,16 @@ try:
                      and sets()[1]["pipeline"]["hashers"] == 0),
             "and back to load-aware stops its subscriber and hashers")
     put("b", card("set-b", "mb", workers[1:2], load_aware))  # w3 removed under load
-    time.sleep(1.0)
+    only_w2 = lambda: {json.loads(router.chat(model="mb")[2])["worker"] for _ in range(4)} == {"w2"}
+    f.check(wait_for(only_w2), "the removed worker gets no new requests")
     after = len(load.statuses)
-    time.sleep(1.0)
+    f.check(wait_for(lambda: len(load.statuses) >= after + 10), "the load goes on after the change")
     statuses = load.stop()
     f.check(len(statuses) > 20 and set(statuses) == {200},
             f"no request failed while the set changed and lost a worker ({len(statuses)} requests, {sorted(set(statuses))})")
-    recent = {json.loads(router.chat(model="mb")[2])["worker"] for _ in range(4)}
-    f.check(recent == {"w2"}, f"the removed worker gets no new requests ({recent}, {len(statuses) - after} during the last second)")
 
     put("c", "{not json")
-    time.sleep(1.0)
+    f.check(router.wait_for_log("etcd key /kvrouter/c rejected"), "the invalid card is read, rejected and logged with its key")
     f.check(len(sets()) == 2 and router.chat(model="ma")[0] == 200, "an invalid card is refused and the rest keeps serving")
 
     etcd("/v3/kv/deleterange", {"key": b64("/kvrouter/a")})
@@ -140,8 +139,6 @@ try:
     put("e", card("set-e", "me", workers[:1]))
     f.check(wait_for(lambda: router.chat(model="me")[0] == 200, timeout=10), "after etcd restarts the router lists again")
     f.check(router.stop() == 0, "kvrouter stops cleanly")
-    log = router.proc.stderr.read()
-    f.check("etcd key /kvrouter/c rejected" in log, "the invalid card is logged with its key")
 finally:
     if router and router.proc.poll() is None:
         router.proc.kill()

@@ -73,6 +73,25 @@ class Router:
         if not match:
             raise RuntimeError(f"kvrouter did not start: {seen}{self.proc.stderr.read()}")
         self.port = int(match.group(1))
+        self.log = seen  # stderr so far; wait_for_log reads on
+
+    def wait_for_log(self, text, timeout=10.0):
+        """Reads kvrouter's stderr until `text` appears (true) or `timeout` passes (false)."""
+        import select
+        deadline = time.time() + timeout
+        while text not in self.log:
+            left = deadline - time.time()
+            if left <= 0 or not select.select([self.proc.stderr], [], [], left)[0]:
+                return False
+            line = self.proc.stderr.readline()
+            if not line:
+                return False
+            self.log += line
+        return True
+
+    def full_log(self):
+        """Everything kvrouter wrote to stderr, once it has stopped."""
+        return self.log + self.proc.stderr.read()
 
     def request(self, method, path, body=None, headers=None, timeout=30):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)

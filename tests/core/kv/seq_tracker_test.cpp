@@ -76,12 +76,17 @@ struct channel_profile {
   /// socket sends them before the router's SUB has reconnected). 0 = no restart.
   std::size_t restart_at = 0;
   std::size_t lost_after_restart = 0;
+  /// The last batches are all delivered: a rebuilt index must hold what they store.
+  std::size_t lossless_tail = 0;
 };
 
 struct run_result {
   std::set<std::uint64_t> router;
   std::set<std::uint64_t> truth;
   seq_counters counters;
+  /// Blocks of sequences the lossless tail started afresh (no parent), since the router's last
+  /// clear, that the engine still holds: whatever the router cleared, it must have these.
+  std::set<std::uint64_t> tail_roots;
 };
 
 /// Publishes `batches` batches through the profile's channel; returns the router's and the
@@ -98,6 +103,19 @@ run_result run(std::uint64_t seed, std::size_t batches, const channel_profile& p
   std::deque<std::pair<std::uint64_t, kv_batch>> replay;  // replay replies in flight
   bool replay_end_pending = false;
 
+  // The router's index as the subscriber keeps it; each batch carries its publish index in
+  // `timestamp`, so the first batch applied after a clear tells from where the index rebuilt.
+  bool cleared = false;
+  double rebuilt_from = 0;
+  auto router_clear = [&] {
+    router.apply_cleared(0);
+    cleared = true;
+  };
+  auto router_apply = [&](const kv_batch& batch) {
+    if (cleared) rebuilt_from = batch.timestamp;
+    cleared = false;
+    apply(router, batch);
+  };
   auto request_replay = [&]() {
     // The replay endpoint answers from its buffer, starting later when history is gone.
     const std::size_t oldest = published.size() > profile.replay_buffer ? published.size() - profile.replay_buffer : 0;
@@ -107,14 +125,14 @@ run_result run(std::uint64_t seed, std::size_t batches, const channel_profile& p
   };
   auto handle = [&](seq_action action, kv_batch& batch) {
     switch (action) {
-      case seq_action::apply: apply(router, batch); break;
+      case seq_action::apply: router_apply(batch); break;
       case seq_action::clear_and_apply:
-        router.apply_cleared(0);
-        apply(router, batch);
+        router_clear();
+        router_apply(batch);
         break;
       case seq_action::request_replay: request_replay(); break;
       case seq_action::clear_and_request_replay:
-        router.apply_cleared(0);
+        router_clear();
         request_replay();
         break;
       case seq_action::hold:
@@ -133,8 +151,8 @@ run_result run(std::uint64_t seed, std::size_t batches, const channel_profile& p
         replay_end_pending = false;
         std::vector<kv_batch> held;
         const auto outcome = tracker.on_replay_end(true, held);
-        if (outcome.clear_first) router.apply_cleared(0);
-        for (const kv_batch& b : held) apply(router, b);
+        if (outcome.clear_first) router_clear();
+        for (const kv_batch& b : held) router_apply(b);
         if (outcome.replay_again) request_replay();
       }
       return;
@@ -145,6 +163,7 @@ run_result run(std::uint64_t seed, std::size_t batches, const channel_profile& p
   };
 
   std::size_t restarted_at = 0;
+  std::vector<std::set<std::uint64_t>> roots;  ///< per publish index: blocks of sequences it starts
   for (std::size_t n = 0; n < batches; ++n) {
     if (profile.restart_at > 0 && n == profile.restart_at) {
       engine = fake_engine(seed + 1000);
@@ -154,16 +173,32 @@ run_result run(std::uint64_t seed, std::size_t batches, const channel_profile& p
     }
     const std::uint64_t seq = published.size();
     kv_batch batch = engine.step();
+    batch.timestamp = static_cast<double>(n);
     apply(truth, batch);
     published.push_back(batch);
-    const bool last = n + 1 == batches;  // the tail is delivered, or no gap could show
+    const bool in_tail = n + profile.lossless_tail >= batches;
+    roots.emplace_back();
+    for (const kv_event& event : batch.events)
+      if (const auto* stored = std::get_if<kv_stored>(&event); stored && !stored->parent_block_hash) {
+        prefix_index scratch(block_size, 1u << 20);
+        scratch.apply(0, event);
+        const auto b = blocks(scratch);
+        roots.back().insert(b.begin(), b.end());
+      }
+    const bool last = n + 1 == batches || in_tail;  // delivered, or no gap could show
     const bool lost_at_restart = restarted_at > 0 && n - restarted_at < profile.lost_after_restart;
     if (!last && (lost_at_restart || static_cast<int>(rng() % 100) < profile.loss_pct)) continue;
     live.emplace_back(seq, batch);
     while (live.size() > 3 || (rng() % 2 == 0 && !live.empty())) deliver_one();
   }
   while (!live.empty() || !replay.empty() || replay_end_pending) deliver_one();
-  return {blocks(router), blocks(truth), tracker.counters()};
+  const auto held = blocks(truth);
+  std::set<std::uint64_t> surviving;
+  const std::size_t from = std::max<std::size_t>(static_cast<std::size_t>(rebuilt_from), batches - profile.lossless_tail);
+  for (std::size_t n = from; profile.lossless_tail > 0 && !cleared && n < batches; ++n)
+    for (std::uint64_t block : roots[n])
+      if (held.contains(block)) surviving.insert(block);
+  return {blocks(router), held, tracker.counters(), surviving};
 }
 
 TEST(seq_tracker, a_lossless_stream_applies_every_batch_in_order) {
@@ -202,29 +237,38 @@ TEST(seq_tracker, an_engine_restart_whose_first_batches_were_lost_is_replayed_fr
 
 TEST(seq_tracker, without_a_replay_endpoint_an_engine_restart_still_clears_the_old_cache) {
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
-    const auto result = run(seed, 400, {.replay_available = false, .restart_at = 200, .lost_after_restart = 5});
+    const auto result = run(seed, 400, {.replay_available = false, .restart_at = 200, .lost_after_restart = 5, .lossless_tail = 40});
     EXPECT_EQ(result.counters.restarts, 1u);
     EXPECT_TRUE(std::includes(result.truth.begin(), result.truth.end(), result.router.begin(), result.router.end()))
         << "the router never believes a block the engine does not have (seed " << seed << ")";
+    EXPECT_FALSE(result.tail_roots.empty());
+    EXPECT_TRUE(std::includes(result.router.begin(), result.router.end(), result.tail_roots.begin(), result.tail_roots.end()))
+        << "and it rebuilds from what arrives after its clear (seed " << seed << ")";
   }
 }
 
 TEST(seq_tracker, missing_history_clears_the_worker_and_keeps_only_what_the_engine_has) {
   std::uint64_t history_missing = 0;
   for (std::uint64_t seed = 1; seed <= 10; ++seed) {
-    const auto result = run(seed, 400, {.loss_pct = 40, .replay_buffer = 2});
+    const auto result = run(seed, 400, {.loss_pct = 40, .replay_buffer = 2, .lossless_tail = 40});
     history_missing += result.counters.history_missing;
     EXPECT_TRUE(std::includes(result.truth.begin(), result.truth.end(), result.router.begin(), result.router.end()))
         << "the router never believes a block the engine does not have (seed " << seed << ")";
+    EXPECT_FALSE(result.tail_roots.empty());
+    EXPECT_TRUE(std::includes(result.router.begin(), result.router.end(), result.tail_roots.begin(), result.tail_roots.end()))
+        << "and it rebuilds from what arrives after its clear (seed " << seed << ")";
   }
   EXPECT_GT(history_missing, 0u);
 }
 
 TEST(seq_tracker, without_a_replay_endpoint_a_gap_clears_and_rebuilds_from_live) {
-  const auto result = run(3, 300, {.loss_pct = 20, .replay_available = false});
+  const auto result = run(3, 300, {.loss_pct = 20, .replay_available = false, .lossless_tail = 40});
   EXPECT_GT(result.counters.replay_unavailable, 0u);
   EXPECT_EQ(result.counters.replay_requests, 0u);
   EXPECT_TRUE(std::includes(result.truth.begin(), result.truth.end(), result.router.begin(), result.router.end()));
+  EXPECT_FALSE(result.tail_roots.empty());
+  EXPECT_TRUE(std::includes(result.router.begin(), result.router.end(), result.tail_roots.begin(), result.tail_roots.end()))
+      << "live batches after the clear rebuild the index";
 }
 
 TEST(seq_tracker, a_sequence_restarting_at_zero_clears_the_worker) {

@@ -68,13 +68,23 @@ TEST(tokenizer, long_pieces_merge_like_short_ones) {
   EXPECT_GE(long_ones, 5u);
 }
 
-TEST(tokenizer, the_cache_gives_the_same_ids_the_second_time) {
+TEST(tokenizer, a_repeated_text_is_answered_from_the_cache_with_the_ids_of_the_first_time) {
   tokenizer t = qwen3().share();
-  std::vector<std::uint32_t> first, second;
-  t.encode("The quick brown fox jumps over the lazy dog. The quick brown fox!", first);
-  t.encode("The quick brown fox jumps over the lazy dog. The quick brown fox!", second);
-  EXPECT_EQ(first, second);
-  EXPECT_FALSE(first.empty());
+  tokenizer uncached = qwen3().share();
+  uncached.enable_segment_cache(false);
+  const std::string text =
+      "The quick brown fox jumps over the lazy dog. The quick brown fox jumps again, and again, over the same "
+      "lazy dog, until the dog gets up and walks away.";
+  ASSERT_GE(text.size(), 128u) << "segments this long are cached";
+  std::vector<std::uint32_t> first, second, reference;
+  t.encode(text, first);
+  EXPECT_EQ(t.segment_stats().misses, 1u);
+  EXPECT_EQ(t.segment_stats().hits, 0u);
+  t.encode(text, second);
+  EXPECT_EQ(t.segment_stats().hits, 1u) << "the second encode is a cache hit";
+  uncached.encode(text, reference);
+  EXPECT_EQ(first, reference);
+  EXPECT_EQ(second, reference);
 }
 
 TEST(tokenizer, a_growing_chat_reuses_earlier_messages_and_gives_the_same_ids_as_without_reuse) {

@@ -138,8 +138,10 @@ TEST(prefix_index, the_size_bound_is_never_exceeded_and_evicts_entries_not_recen
 TEST(prefix_index, a_bound_of_one_block_still_accepts_every_event) {
   prefix_index index(test_block_size, 1);
   for (std::uint64_t h = 1; h <= 50; ++h) {
-    index.apply_stored(static_cast<worker_id>(h % 3), make_stored({h}, std::nullopt, {static_cast<std::uint32_t>(h)}));
+    const auto worker = static_cast<worker_id>(h % 3);
+    index.apply_stored(worker, make_stored({h}, std::nullopt, {static_cast<std::uint32_t>(h)}));
     ASSERT_EQ(index.total_blocks(), 1u);
+    ASSERT_TRUE(index.contains(worker, request_hashes({static_cast<std::uint32_t>(h)})[0])) << "the newest block is the one kept";
   }
 }
 

@@ -64,9 +64,16 @@ TEST(selector, ties_spread_evenly_over_many_picks) {
   for (worker_id w = 0; w < 4; ++w) EXPECT_NEAR(counts.at(w), 10000, 500) << w;
 }
 
-TEST(selector, the_same_seed_gives_the_same_picks) {
+TEST(selector, the_same_seed_gives_the_same_sequence_of_picks) {
   const std::vector<worker_candidate> workers{{0, 0, 0, 0}, {1, 0, 0, 0}, {2, 0, 0, 0}};
-  EXPECT_EQ(histogram(workers, mode(router_mode::random), 1000), histogram(workers, mode(router_mode::random), 1000));
+  auto picks = [&](std::uint64_t seed) {
+    selector_rng rng(seed);
+    std::vector<worker_id> out;
+    for (int i = 0; i < 200; ++i) out.push_back(pick(workers, mode(router_mode::random), 160, rng, static_cast<std::uint64_t>(i)));
+    return out;
+  };
+  EXPECT_EQ(picks(7), picks(7));
+  EXPECT_NE(picks(7), picks(8));
 }
 
 TEST(selector, temperature_samples_cheaper_workers_more_often_but_not_always) {
