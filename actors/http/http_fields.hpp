@@ -37,6 +37,39 @@ inline bool is_response_field_replaced(boost::beast::http::field name) {
          name == http::field::content_length;
 }
 
+/// Whether `name` is listed in the message's `Connection` field (`listed`, as sent): such
+/// fields describe that hop only and are never forwarded (RFC 9110 §7.6.1).
+inline bool is_named_in_connection(boost::beast::string_view listed, boost::beast::string_view name) {
+  while (!listed.empty()) {
+    const auto comma = listed.find(',');
+    auto token = listed.substr(0, comma);
+    while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) token.remove_prefix(1);
+    while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+    if (!token.empty() && boost::beast::iequals(token, name)) return true;
+    if (comma == boost::beast::string_view::npos) break;
+    listed.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+/// Whether a request with these framing fields can be read safely (RFC 9112 §6): a
+/// Transfer-Encoding must end in chunked (else the body's end is unknowable), and a message
+/// must not carry both Transfer-Encoding and Content-Length (a request-smuggling vector).
+/// Empty when it can, else why not.
+inline std::string framing_problem(const boost::beast::http::fields& fields) {
+  namespace http = boost::beast::http;
+  const auto te = fields.find(http::field::transfer_encoding);
+  if (te == fields.end()) return {};
+  if (fields.find(http::field::content_length) != fields.end()) return "Transfer-Encoding and Content-Length together";
+  auto codings = te->value();
+  while (!codings.empty() && (codings.back() == ' ' || codings.back() == '\t')) codings.remove_suffix(1);
+  const auto comma = codings.rfind(',');
+  auto last = comma == boost::beast::string_view::npos ? codings : codings.substr(comma + 1);
+  while (!last.empty() && (last.front() == ' ' || last.front() == '\t')) last.remove_prefix(1);
+  if (!boost::beast::iequals(last, "chunked")) return "a Transfer-Encoding that does not end in chunked";
+  return {};
+}
+
 inline void append_field(std::string& out, boost::beast::string_view name, boost::beast::string_view value) {
   out.append(name.data(), name.size());
   out += ": ";

@@ -114,6 +114,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
   void begin_request() {
     state_ = state::reading_request;
     continue_sent_ = false;
+    framing_checked_ = false;
     parser_.emplace();
     parser_->header_limit(server_.settings.max_header_bytes);
     parser_->body_limit(server_.settings.max_body_bytes);
@@ -130,6 +131,13 @@ class session final : public std::enable_shared_from_this<session>, public timed
       buffer_.consume(used);  // only while no read is pending (see watch_client)
       if (ec == http::error::need_more) break;
       if (ec) return on_request_error(ec);
+    }
+    if (parser_->is_header_done() && !framing_checked_) {
+      framing_checked_ = true;
+      if (const std::string problem = framing_problem(parser_->get()); !problem.empty()) {
+        keep_alive_ = false;  // the rest of the stream cannot be delimited: answer, then close
+        return send_error({api_errc::invalid_request, fmt::format("malformed HTTP request: {}", problem), {}});
+      }
     }
     if (parser_->is_done()) return on_request();
     if (parser_->is_header_done() && !continue_sent_ && expects_continue()) send_continue();
@@ -345,6 +353,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
   beast::flat_buffer buffer_;
   bool reading_client_ = false;
   bool continue_sent_ = false;  ///< `100 Continue` went out for the request being read
+  bool framing_checked_ = false;  ///< the request's framing fields were checked (once its head is read)
   bool keep_alive_ = true;
   bool client_gone_ = false;    ///< the client left while its request was routed or proxied
   state state_ = state::reading_request;

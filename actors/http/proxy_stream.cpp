@@ -57,8 +57,11 @@ void proxy_stream::write_upstream_head() {
   upstream_head_ += worker_->base_path;
   upstream_head_.append(target.data(), target.size());
   upstream_head_ += " HTTP/1.1\r\n";
+  const auto connection = request_->find(http::field::connection);
+  const boost::beast::string_view hop_fields = connection == request_->end() ? "" : connection->value();
   for (const auto& field : *request_)
-    if (!is_request_field_replaced(field)) append_field(upstream_head_, field.name_string(), field.value());
+    if (!is_request_field_replaced(field) && !is_named_in_connection(hop_fields, field.name_string()))
+      append_field(upstream_head_, field.name_string(), field.value());
   upstream_head_ += fmt::format("Host: {}\r\nContent-Length: {}\r\n\r\n", worker_->host_header, request_->body().size());
 }
 
@@ -139,8 +142,11 @@ void proxy_stream::forward_head() {
   const auto reason = response.reason();
   head_.append(reason.data(), reason.size());
   head_ += "\r\n";
+  const auto connection = response.find(http::field::connection);
+  const boost::beast::string_view hop_fields = connection == response.end() ? "" : connection->value();
   for (const auto& field : response)
-    if (!is_response_field_replaced(field.name())) append_field(head_, field.name_string(), field.value());
+    if (!is_response_field_replaced(field.name()) && !is_named_in_connection(hop_fields, field.name_string()))
+      append_field(head_, field.name_string(), field.value());
   if (chunked_) head_ += "Transfer-Encoding: chunked\r\n";
   else if (const auto length = parser_->content_length()) head_ += fmt::format("Content-Length: {}\r\n", *length);
   if (!keep_alive_) head_ += "Connection: close\r\n";

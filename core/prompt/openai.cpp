@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
 
+#include "core/common/json_shape.hpp"
+
 namespace kvr {
 namespace {
 
@@ -13,6 +15,16 @@ using namespace simdjson;
 
 std::unexpected<api_error> invalid(std::string message, std::string param = {}) {
   return std::unexpected(api_error{api_errc::invalid_request, std::move(message), std::move(param)});
+}
+
+/// A string field that could not be read: the wrong type, or a string JSON cannot hold as text
+/// (a bad escape, a lone UTF-16 surrogate, invalid UTF-8), named as such.
+std::unexpected<api_error> bad_string(simdjson::error_code error, std::string type_message, std::string param) {
+  if (error == simdjson::STRING_ERROR)
+    return invalid(fmt::format("{}: a string has a bad escape or a lone UTF-16 surrogate (\\uD800-\\uDFFF unpaired)", param),
+                   std::move(param));
+  if (error == simdjson::UTF8_ERROR) return invalid(fmt::format("{}: a string is not valid UTF-8", param), std::move(param));
+  return invalid(std::move(type_message), std::move(param));
 }
 
 std::string_view type_of(api_errc code) {
@@ -56,7 +68,7 @@ std::expected<void, api_error> read_content(ondemand::value content, chat_messag
   if (type == ondemand::json_type::null) return {};
   if (type == ondemand::json_type::string) {
     std::string_view text;
-    if (content.get_string().get(text)) return invalid("messages: content must be a string or an array", "messages");
+    if (auto error = content.get_string().get(text)) return bad_string(error, "messages: content must be a string or an array", "messages");
     message.text = text;
     return {};
   }
@@ -70,20 +82,20 @@ std::expected<void, api_error> read_content(ondemand::value content, chat_messag
       std::string_view key;
       if (field.unescaped_key().get(key)) return invalid("messages: malformed content part", "messages");
       if (key == "type") {
-        if (field.value().get_string().get(part_type)) return invalid("messages: a part's type must be a string", "messages");
+        if (auto error = field.value().get_string().get(part_type)) return bad_string(error, "messages: a part's type must be a string", "messages");
       } else if (key == "text") {
-        if (field.value().get_string().get(text)) return invalid("messages: a text part's text must be a string", "messages");
+        if (auto error = field.value().get_string().get(text)) return bad_string(error, "messages: a text part's text must be a string", "messages");
         message.text += text;
       } else if (key == "image_url") {
         ondemand::value image = field.value();
         ondemand::json_type image_type;
         if (image.type().get(image_type)) return invalid("messages: malformed image_url", "messages");
         if (image_type == ondemand::json_type::string) {
-          if (image.get_string().get(url)) return invalid("messages: malformed image_url", "messages");
+          if (auto error = image.get_string().get(url)) return bad_string(error, "messages: malformed image_url", "messages");
         } else {
           ondemand::object image_object;
           if (image.get_object().get(image_object)) return invalid("messages: image_url must be an object", "messages");
-          if (image_object["url"].get_string().get(url)) return invalid("messages: image_url.url must be a string", "messages");
+          if (auto error = image_object["url"].get_string().get(url)) return bad_string(error, "messages: image_url.url must be a string", "messages");
         }
         message.image_urls.emplace_back(url);
       }
@@ -104,7 +116,7 @@ std::expected<void, api_error> read_messages(ondemand::value value, routing_requ
       if (field.unescaped_key().get(key)) return invalid("messages: malformed key", "messages");
       if (key == "role") {
         std::string_view role;
-        if (field.value().get_string().get(role)) return invalid("messages: role must be a string", "messages");
+        if (auto error = field.value().get_string().get(role)) return bad_string(error, "messages: role must be a string", "messages");
         message.role = role;
       } else if (key == "content") {
         if (auto read = read_content(field.value(), message); !read) return read;
@@ -123,7 +135,7 @@ std::expected<void, api_error> read_prompt(ondemand::value value, routing_reques
   if (value.type().get(type)) return invalid("malformed prompt", "prompt");
   if (type == ondemand::json_type::string) {
     std::string_view text;
-    if (value.get_string().get(text)) return invalid("malformed prompt", "prompt");
+    if (auto error = value.get_string().get(text)) return bad_string(error, "malformed prompt", "prompt");
     request.prompt_text = text;
     return {};
   }
@@ -141,7 +153,7 @@ std::expected<void, api_error> read_prompt(ondemand::value value, routing_reques
       request.prompt_token_ids.push_back(static_cast<std::uint32_t>(token));
     } else if (item_type == ondemand::json_type::string) {
       std::string_view text;
-      if (item.get_string().get(text)) return invalid("malformed prompt", "prompt");
+      if (auto error = item.get_string().get(text)) return bad_string(error, "malformed prompt", "prompt");
       if (first) request.prompt_text = text;
     } else if (item_type == ondemand::json_type::array) {
       ondemand::array tokens;
@@ -206,6 +218,13 @@ std::expected<routing_request, api_error> request_parser::parse(api_endpoint end
     return std::unexpected(api_error{api_errc::invalid_json, fmt::format("the body is not valid JSON: {}", what), {}});
   };
   if (capacity < body.size() + SIMDJSON_PADDING) return bad_json("internal: body buffer lacks padding");
+  // Before anything walks the body (simdjson skipping, chat templates over tools and messages):
+  // nesting is bounded, and the object must be the whole body.
+  if (auto shape = scan_json_shape(body); !shape) {
+    if (shape.error() == json_shape_error::too_deep)
+      return std::unexpected(api_error{api_errc::invalid_request, fmt::format("the body is refused: {}", describe(shape.error())), {}});
+    return bad_json(describe(shape.error()));
+  }
   ondemand::document document;
   if (auto error = parser.iterate(body.data(), body.size(), capacity).get(document)) return bad_json(error_message(error));
   ondemand::object object;
@@ -219,7 +238,7 @@ std::expected<routing_request, api_error> request_parser::parse(api_endpoint end
     if (auto error = field.unescaped_key().get(key)) return bad_json(error_message(error));
     if (key == "model") {
       std::string_view model;
-      if (field.value().get_string().get(model)) return invalid("model must be a string", "model");
+      if (auto error = field.value().get_string().get(model)) return bad_string(error, "model must be a string", "model");
       request.model = model;
     } else if (key == "stream") {
       bool stream = false;
@@ -259,9 +278,6 @@ std::expected<routing_request, api_error> request_parser::parse(api_endpoint end
       if (auto read = read_prompt(field.value(), request); !read) return std::unexpected(read.error());
     }
   }
-  // simdjson 3.0 has no end-of-document check; the object must be the whole body.
-  const auto last = body.find_last_not_of(" \t\r\n");
-  if (last == std::string_view::npos || body[last] != '}') return bad_json("trailing content after the object");
   if (request.model.empty()) return invalid("you must provide a model parameter", "model");
   if (endpoint == api_endpoint::chat_completions && request.messages.empty())
     return invalid("messages is required", "messages");

@@ -25,12 +25,13 @@ class Stats:
         self.cancelled = 0
         self.bodies = []
         self.paths = []
+        self.headers = []
         self.health = 200
 
     def snapshot(self):
         with self.lock:
             return {"requests": self.requests, "completed": self.completed, "cancelled": self.cancelled,
-                    "bodies": self.bodies[-20:], "paths": self.paths[-20:]}
+                    "bodies": self.bodies[-20:], "paths": self.paths[-20:], "headers": self.headers[-20:]}
 
 
 def make_handler(args, stats):
@@ -68,6 +69,7 @@ def make_handler(args, stats):
                 stats.requests += 1
                 stats.bodies.append(raw.decode(errors="replace"))
                 stats.paths.append(self.path)
+                stats.headers.append({k.lower(): v for k, v in self.headers.items()})
             if args.first_delay:
                 time.sleep(args.first_delay)
             if args.status != 200:

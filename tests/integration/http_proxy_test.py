@@ -347,6 +347,33 @@ try:
     router.stop()
     pub.close(0)
 
+    # -- framing kvrouter cannot delimit is refused and the connection closed (RFC 9112 §6)
+    plain = start_worker("plain")
+    router = start_router([f"{plain.url},id=plain"], "--router-mode", "round-robin")
+    for framing in (b"Transfer-Encoding: gzip\r\n", b"Transfer-Encoding: chunked, gzip\r\n",
+                    b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n"):
+        s = socket.create_connection(("127.0.0.1", router.port), timeout=5)
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + framing + b"\r\n"
+                  b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            received += chunk
+        s.close()
+        f.check(received.startswith(b"HTTP/1.1 400") and received.count(b"HTTP/1.1 ") == 1,
+                f"{framing.strip()!r}: 400, then the connection closes (no second answer read from the body)")
+    requests_before = plain.stats()["requests"]
+    status, _, _ = router.request("POST", "/v1/chat/completions",
+                                  {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+                                  {"Connection": "keep-alive, X-Hop-Secret", "X-Hop-Secret": "s3cret", "X-Kept": "yes"})
+    seen = plain.stats()["headers"][-1]
+    f.check(status == 200 and plain.stats()["requests"] == requests_before + 1, "a request naming fields in Connection is proxied")
+    f.check("x-hop-secret" not in seen and seen.get("x-kept") == "yes",
+            f"fields named in Connection are not forwarded, the others are ({sorted(seen)})")
+    router.stop()
+
     # -- a worker named by an IPv6 literal
     v6 = start_worker("v6", "--ipv6")
     router = start_router([f"http://[::1]:{v6.port},id=v6"], "--router-mode", "round-robin")

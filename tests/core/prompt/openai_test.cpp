@@ -104,5 +104,48 @@ TEST(openai, errors_have_openais_shape_and_status) {
   EXPECT_EQ(http_status(api_errc::worker_timeout), 504);
 }
 
+TEST(openai, a_body_nesting_deeper_than_512_levels_is_refused_before_anything_walks_it) {
+  std::string tools;
+  for (int i = 0; i < 20000; ++i) tools += "[";
+  for (int i = 0; i < 20000; ++i) tools += "]";
+  for (const std::string& field : {std::string("\"tools\": ") + tools,
+                                   std::string("\"chat_template_kwargs\": {\"x\": ") + tools + "}",
+                                   std::string("\"extra\": ") + tools}) {
+    auto request = parse(api_endpoint::chat_completions,
+                         R"({"model": "m", "messages": [{"role": "user", "content": "hi"}], )" + field + "}");
+    ASSERT_FALSE(request);
+    EXPECT_EQ(request.error().code, api_errc::invalid_request);
+    EXPECT_EQ(request.error().message, "the body is refused: it nests deeper than 512 levels");
+  }
+  std::string messages = R"({"model": "m", "messages": [{"role": "user", "content": [)";
+  for (int i = 0; i < 600; ++i) messages += R"({"type": "text", "text": )";
+  messages += "\"x\"";
+  for (int i = 0; i < 600; ++i) messages += "}";
+  messages += "]}]}";
+  EXPECT_EQ(parse(api_endpoint::chat_completions, messages).error().code, api_errc::invalid_request);
+}
+
+TEST(openai, content_after_the_object_is_invalid_json) {
+  for (const char* body : {R"({"model": "m", "prompt": "a"} {"model": "n", "prompt": "b"})",
+                           R"({"model": "m", "prompt": "a"}})", R"({"model": "m", "prompt": "a"} x)"}) {
+    auto request = parse(api_endpoint::completions, body);
+    ASSERT_FALSE(request) << body;
+    EXPECT_EQ(request.error().code, api_errc::invalid_json) << body;
+    EXPECT_EQ(request.error().message, "the body is not valid JSON: trailing content after the value") << body;
+  }
+}
+
+TEST(openai, a_lone_surrogate_is_named_as_such_not_as_a_wrong_type) {
+  auto model = parse(api_endpoint::completions, R"({"model": "\ud800", "prompt": "a"})");
+  ASSERT_FALSE(model);
+  EXPECT_EQ(model.error().param, "model");
+  EXPECT_NE(model.error().message.find("lone UTF-16 surrogate"), std::string::npos) << model.error().message;
+  auto text = parse(api_endpoint::chat_completions, R"({"model": "m", "messages": [{"role": "user", "content": "a\udc00b"}]})");
+  ASSERT_FALSE(text);
+  EXPECT_NE(text.error().message.find("lone UTF-16 surrogate"), std::string::npos) << text.error().message;
+  EXPECT_EQ(parse(api_endpoint::completions, R"({"model": 7, "prompt": "a"})").error().message, "model must be a string");
+  EXPECT_TRUE(parse(api_endpoint::completions, R"({"model": "\ud83d\ude00", "prompt": "a"})")) << "a surrogate pair is fine";
+}
+
 }  // namespace
 }  // namespace kvr
