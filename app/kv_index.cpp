@@ -44,7 +44,9 @@ nlohmann::json to_json(const kv_publisher_stats& s) {
           {"replayed", s.sequence.replayed},
           {"history_missing", s.sequence.history_missing},
           {"replay_unavailable", s.sequence.replay_unavailable},
-          {"hold_overflows", s.sequence.hold_overflows}};
+          {"hold_overflows", s.sequence.hold_overflows},
+          {"replays_without_progress", s.sequence.replays_without_progress},
+          {"replays_given_up", s.sequence.replays_given_up}};
 }
 
 /// One publisher per worker and data-parallel rank; index ids in command-line order.

@@ -1,6 +1,7 @@
 #include "actors/sources/kv_subscriber.hpp"
 
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -48,6 +49,7 @@ struct kv_subscriber::impl {
     std::unique_ptr<zmq::socket_t> sub;     // connect mode only
     std::unique_ptr<zmq::socket_t> replay;  // open while a replay runs
     clock_type::time_point replay_deadline{};
+    std::optional<clock_type::time_point> replay_due;  ///< a replay waits out its back-off until then
     kv_publisher_stats stats;
 
     explicit publisher_state(kv_publisher p)
@@ -226,13 +228,23 @@ struct kv_subscriber::impl {
       clear = false;
     }
     if (clear) pending->push_back({p.config.index, true, kv_batch{}});
-    if (outcome.replay_again) request_replay(p);
+    if (!outcome.replay_again) return;
+    // A replay that delivered nothing new is not asked again at once: 100 ms, doubling per
+    // fruitless attempt (the tracker gives up after a few and carries on live).
+    const std::uint32_t attempts = p.tracker.replay_attempts();
+    if (attempts == 0) return request_replay(p);
+    p.replay_due = clock_type::now() + std::chrono::milliseconds(100) * (1u << std::min<std::uint32_t>(attempts - 1, 5));
   }
 
   void check_replay_deadlines() {
     const auto now = clock_type::now();
-    for (auto& p : publishers)
+    for (auto& p : publishers) {
       if (p->replay && now >= p->replay_deadline) end_replay(*p, false);
+      if (p->replay_due && now >= *p->replay_due) {
+        p->replay_due.reset();
+        if (p->tracker.replaying() && !p->replay) request_replay(*p);
+      }
+    }
   }
 
   void flush() {

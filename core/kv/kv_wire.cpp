@@ -319,6 +319,7 @@ std::uint64_t image_hash_of_identifier(std::string_view identifier) {
 }
 
 std::expected<void, wire_error> kv_wire_decoder::decode_batch(std::span<const std::uint8_t> payload, kv_batch& out) {
+  const scratch_trim trim{tape_};
   out = kv_batch{};
   if (payload.size() > max_payload_bytes)
     return fail(fmt::format("payload of {} bytes exceeds the {}-byte limit", payload.size(), max_payload_bytes));
@@ -370,6 +371,7 @@ std::expected<void, wire_error> kv_wire_decoder::decode_batch(std::span<const st
 }
 
 std::expected<kv_event, wire_error> kv_wire_decoder::decode_event(std::span<const std::uint8_t> payload) {
+  const scratch_trim trim{tape_};
   if (payload.size() > max_payload_bytes) return fail("payload exceeds the size limit");
   auto root = tape_.parse(payload, max_depth);
   if (!root) return fail(std::string(to_string(root.error())));

@@ -35,8 +35,12 @@ struct wire_error {
 /// Decodes payloads; reuses its buffers across calls (one decoder per thread).
 class kv_wire_decoder {
  public:
-  /// Payloads larger than this are rejected before parsing.
-  static constexpr std::size_t max_payload_bytes = 64u << 20;
+  /// Payloads larger than this are rejected before parsing (counted as decode errors). A
+  /// scheduler step's events are far smaller (32 k prefilled tokens are ~160 KB); the decoder
+  /// needs up to 32 bytes per msgpack value, so this bounds its memory to 128 MiB at worst.
+  static constexpr std::size_t max_payload_bytes = 4u << 20;
+  /// Scratch nodes kept between payloads (2 MiB); a larger payload's scratch is given back.
+  static constexpr std::size_t retained_nodes = 65536;
   /// Deepest nesting any real shape needs is 6 (envelope, events, event, extra_keys, block,
   /// image pair).
   static constexpr std::uint32_t max_depth = 12;
@@ -47,7 +51,15 @@ class kv_wire_decoder {
   /// One event on its own (array or map form); an unknown tag is an error here.
   std::expected<kv_event, wire_error> decode_event(std::span<const std::uint8_t> payload);
 
+  /// Scratch memory the decoder keeps between payloads.
+  [[nodiscard]] std::size_t retained_bytes() const { return tape_.retained_bytes(); }
+
  private:
+  /// Gives the tape's scratch beyond `retained_nodes` back when a decode ends.
+  struct scratch_trim {
+    mp_tape& tape;
+    ~scratch_trim() { tape.release_beyond(retained_nodes); }
+  };
   mp_tape tape_;
 };
 

@@ -76,6 +76,15 @@ class mp_tape {
 
   [[nodiscard]] const mp_node& at(std::uint32_t index) const { return nodes_[index]; }
   [[nodiscard]] std::size_t node_count() const { return nodes_.size(); }
+  /// Scratch kept between parses (bytes), for tests and memory accounting.
+  [[nodiscard]] std::size_t retained_bytes() const {
+    return nodes_.capacity() * sizeof(mp_node) + open_.capacity() * sizeof(std::uint32_t);
+  }
+  /// Gives back scratch beyond `max_nodes` nodes: one huge payload must not keep its memory.
+  void release_beyond(std::size_t max_nodes) {
+    if (nodes_.capacity() > max_nodes) std::vector<mp_node>().swap(nodes_);
+    if (open_.capacity() > 1024) std::vector<std::uint32_t>().swap(open_);
+  }
 
  private:
   friend struct tape_builder;

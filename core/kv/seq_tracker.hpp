@@ -22,6 +22,11 @@
 /// - missing history (the replay starts after `next`, or skips inside): clear, then apply.
 /// - first contact with `seq > 0`: treated as a gap from 0, so a router that starts after its
 ///   engines learns their caches from the replay buffer.
+/// - a replay that ends having delivered nothing new (a publisher whose sequence jumped ahead
+///   of its own buffer, a replay endpoint that answers with nothing) counts as an attempt; the
+///   caller waits `replay_attempts()`-dependent back-off before the next one, and after
+///   `max_replay_attempts` such replays in a row the tracker gives up: clear, then apply what
+///   it held and carry on live.
 
 #include <cstdint>
 #include <algorithm>
@@ -53,6 +58,8 @@ struct seq_counters {
   std::uint64_t history_missing = 0;     ///< replays that could not go back far enough
   std::uint64_t replay_unavailable = 0;  ///< gaps with no replay endpoint, or failed replays
   std::uint64_t hold_overflows = 0;      ///< replays abandoned because too much live traffic waited
+  std::uint64_t replays_without_progress = 0;  ///< replays that ended having delivered nothing new
+  std::uint64_t replays_given_up = 0;    ///< gaps no replay could fill: cleared, carried on live
 };
 
 template <class Payload>
@@ -60,6 +67,8 @@ class seq_tracker {
  public:
   /// Far enough behind `next` that a batch can only be the sequence of a restarted engine.
   static constexpr std::uint64_t restart_window = 1000;
+  /// Replays in a row that deliver nothing new before the tracker gives up on the gap.
+  static constexpr std::uint32_t max_replay_attempts = 3;
 
   /// `replay_available`: the publisher has a replay endpoint. `max_held`: live batches kept
   /// while a replay runs; beyond it the replay is abandoned (clear and rebuild).
@@ -143,7 +152,18 @@ class seq_tracker {
     if (!replaying_) return outcome;
     replaying_ = false;
     std::stable_sort(held_.begin(), held_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    const bool progressed = *next_ > replay_from_;  // replayed batches moved the sequence on
+    if (completed && !progressed) {
+      ++counters_.replays_without_progress;
+      if (++attempts_without_progress_ >= max_replay_attempts) {
+        ++counters_.replays_given_up;
+        completed = false;  // give up on the gap: clear and carry on from what is held
+      }
+    } else if (progressed) {
+      attempts_without_progress_ = 0;
+    }
     if (!completed) {  // rebuild from live: clear, then apply everything held in order
+      attempts_without_progress_ = 0;
       ++counters_.replay_unavailable;
       outcome.clear_first = true;
       if (!held_.empty()) next_ = held_.front().first;
@@ -170,6 +190,8 @@ class seq_tracker {
   }
 
   [[nodiscard]] bool replaying() const { return replaying_; }
+  /// Replays in a row that delivered nothing new (the caller backs off by it before the next).
+  [[nodiscard]] std::uint32_t replay_attempts() const { return attempts_without_progress_; }
   [[nodiscard]] std::uint64_t replay_from() const { return replay_from_; }
   [[nodiscard]] const seq_counters& counters() const { return counters_; }
 
@@ -192,6 +214,7 @@ class seq_tracker {
 
   void abandon_replay() {
     replaying_ = false;
+    attempts_without_progress_ = 0;
     held_.clear();
   }
 
@@ -201,6 +224,7 @@ class seq_tracker {
   std::optional<std::uint64_t> last_live_;  ///< the highest live sequence number since the last restart
   bool replaying_ = false;
   std::uint64_t replay_from_ = 0;
+  std::uint32_t attempts_without_progress_ = 0;
   std::deque<std::pair<std::uint64_t, Payload>> held_;
   seq_counters counters_;
 };

@@ -303,5 +303,29 @@ TEST(kv_wire, image_identifiers_hash_like_the_request_side) {
   EXPECT_NE(image_hash_of_identifier("cat.png"), image_hash_of_identifier("dog.png"));
 }
 
+TEST(kv_wire, a_payload_over_the_limit_is_refused_before_parsing) {
+  std::vector<std::uint8_t> huge(kv_wire_decoder::max_payload_bytes + 1, 0x01);
+  kv_wire_decoder decoder;
+  kv_batch batch;
+  auto decoded = decoder.decode_batch(huge, batch);
+  ASSERT_FALSE(decoded);
+  EXPECT_NE(decoded.error().message.find("exceeds the 4194304-byte limit"), std::string::npos) << decoded.error().message;
+  EXPECT_LE(decoder.retained_bytes(), 64u * 1024) << "nothing was parsed";
+}
+
+TEST(kv_wire, the_scratch_of_a_huge_payload_of_tiny_values_is_given_back) {
+  // An array32 of 3 M positive fixints: the most values a payload under the limit can hold.
+  const std::uint32_t n = 3u << 20;
+  std::vector<std::uint8_t> payload{0xdd, static_cast<std::uint8_t>(n >> 24), static_cast<std::uint8_t>(n >> 16),
+                                    static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n)};
+  payload.resize(payload.size() + n, 0x01);
+  kv_wire_decoder decoder;
+  kv_batch batch;
+  EXPECT_FALSE(decoder.decode_batch(payload, batch)) << "not a batch";
+  EXPECT_LE(decoder.retained_bytes(), kv_wire_decoder::retained_nodes * 32 + 8192)
+      << "the scratch above the high-water mark is released";
+  EXPECT_TRUE(decoder.decode_batch(payload, batch).error().message.size() > 0) << "and it decodes (and refuses) the next one";
+}
+
 }  // namespace
 }  // namespace kvr

@@ -364,5 +364,49 @@ TEST(seq_tracker, too_much_live_traffic_during_a_replay_abandons_it) {
   EXPECT_EQ(tracker.counters().hold_overflows, 1u);
 }
 
+TEST(seq_tracker, a_sequence_jumping_past_its_replay_buffer_is_given_up_after_a_few_fruitless_replays) {
+  seq_tracker<int> tracker(true);
+  int payload = 0;
+  for (std::uint64_t seq = 0; seq < 10; ++seq) ASSERT_EQ(tracker.on_live(seq, payload), seq_action::apply);
+  constexpr std::uint64_t jump = 1'000'000'000'000;
+  ASSERT_EQ(tracker.on_live(jump, payload), seq_action::request_replay);
+  std::vector<int> to_apply;
+  std::uint32_t replays = 1;
+  for (;; ++replays) {
+    ASSERT_LE(replays, seq_tracker<int>::max_replay_attempts) << "the replays must end";
+    // The endpoint has nothing from 10 on: the replay ends at once, delivering nothing.
+    const auto outcome = tracker.on_replay_end(true, to_apply);
+    if (!outcome.replay_again) {
+      EXPECT_TRUE(outcome.clear_first) << "giving up clears what the gap may have changed";
+      break;
+    }
+    EXPECT_EQ(tracker.replay_attempts(), replays) << "each fruitless replay counts (the caller backs off by it)";
+    EXPECT_EQ(tracker.replay_from(), 10u);
+  }
+  EXPECT_EQ(replays, seq_tracker<int>::max_replay_attempts);
+  EXPECT_EQ(to_apply.size(), 1u) << "the held batch is applied";
+  EXPECT_EQ(tracker.counters().replays_given_up, 1u);
+  EXPECT_EQ(tracker.counters().replays_without_progress, seq_tracker<int>::max_replay_attempts);
+  EXPECT_EQ(tracker.on_live(jump + 1, payload), seq_action::apply) << "in-order batches go on live";
+  EXPECT_EQ(tracker.on_live(jump + 2, payload), seq_action::apply);
+  EXPECT_EQ(tracker.counters().replay_requests, 3u) << "no replay is asked for once in-order batches resume";
+}
+
+TEST(seq_tracker, a_replay_that_delivers_resets_the_fruitless_count) {
+  seq_tracker<int> tracker(true);
+  int payload = 0;
+  ASSERT_EQ(tracker.on_live(0, payload), seq_action::apply);
+  ASSERT_EQ(tracker.on_live(5, payload), seq_action::request_replay);
+  std::vector<int> to_apply;
+  ASSERT_TRUE(tracker.on_replay_end(true, to_apply).replay_again);  // nothing delivered: attempt 1
+  EXPECT_EQ(tracker.replay_attempts(), 1u);
+  for (std::uint64_t seq = 1; seq < 5; ++seq) EXPECT_EQ(tracker.on_replay(seq, payload), seq_action::apply);
+  const auto outcome = tracker.on_replay_end(true, to_apply);
+  EXPECT_FALSE(outcome.replay_again);
+  EXPECT_FALSE(outcome.clear_first);
+  EXPECT_EQ(tracker.replay_attempts(), 0u);
+  EXPECT_EQ(tracker.counters().replays_given_up, 0u);
+}
+
 }  // namespace
 }  // namespace kvr
