@@ -78,6 +78,16 @@ const option_table<options>& serving_options() {
                                  [](auto& o) -> auto& { return o.serve.pipeline.hashers; }, 1, 256));
     t.push_back(integer<options>("--max-body-bytes", "N", "larger request bodies get 413",
                                  [](auto& o) -> auto& { return o.serve.http.max_body_bytes; }, 1, std::uint64_t{1} << 40));
+    t.push_back(integer<options>("--max-images-per-request", "N", "requests with more image parts get 400",
+                                 [](auto& o) -> auto& { return o.serve.http.max_images_per_request; }, 0, 100000));
+    t.push_back(row{"--max-prompt-tokens", "N", "prompts longer than this (tokens, images expanded) get 400", "1-1073741824",
+                    [](options& o, std::string_view v) -> std::expected<void, std::string> {
+                      auto n = detail::parse_integer<std::uint32_t>(v, 1, 1u << 30);
+                      if (!n) return std::unexpected(n.error());
+                      o.serve.http.max_prompt_tokens = *n;
+                      return {};
+                    },
+                    [](const options& o) { return std::to_string(o.serve.http.max_prompt_tokens); }});
     t.push_back(integer<options>("--max-retries", "N", "re-routes when a worker fails before answering",
                                  [](auto& o) -> auto& { return o.serve.http.max_retries; }, 0, 16));
     t.push_back(duration<options>("--client-timeout-secs",

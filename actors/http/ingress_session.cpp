@@ -253,6 +253,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
     body.reserve(size + request_parser::padding);
     auto parsed = thread_.json.parse(endpoint, std::string_view(body.data(), size), body.capacity());
     if (!parsed) return send_error(parsed.error());
+    if (auto refused = beyond_limits(*parsed)) return send_error(*refused);
     auto table = server_.current_table();
     const worker_set_route* set = table->find(parsed->model);
     if (set == nullptr)
@@ -264,6 +265,23 @@ class session final : public std::enable_shared_from_this<session>, public timed
     state_ = state::routing;
     watch_client();
     act(router_.route());
+  }
+
+  /// Work a request may ask of the router is bounded: its images, and its token-id prompt.
+  [[nodiscard]] std::optional<api_error> beyond_limits(const routing_request& request) const {
+    std::size_t images = 0;
+    for (const chat_message& m : request.messages) images += m.image_urls.size();
+    if (images > server_.settings.max_images_per_request)
+      return api_error{api_errc::invalid_request,
+                       fmt::format("the request has {} images, more than the {} this router accepts", images,
+                                   server_.settings.max_images_per_request),
+                       "messages"};
+    if (request.prompt_token_ids.size() > server_.settings.max_prompt_tokens)
+      return api_error{api_errc::invalid_request,
+                       fmt::format("the prompt is {} tokens long, more than the {} this router accepts",
+                                   request.prompt_token_ids.size(), server_.settings.max_prompt_tokens),
+                       "prompt"};
+    return std::nullopt;
   }
 
   route_sink make_sink() {

@@ -23,7 +23,11 @@ struct ingress_settings {
   std::chrono::seconds upstream_timeout{600};
   /// `POST /v1/router/faults` kills a pipeline component as a crash would (drills, tests).
   bool fault_injection = false;
-  std::uint32_t max_retries = 2;          ///< re-routes after a worker fails before answering
+  std::uint32_t max_retries = 2;               ///< re-routes after a worker fails before answering
+  std::uint32_t max_images_per_request = 64;   ///< more image parts in one request get 400
+  /// Longer prompts get 400: token-id prompts here, tokenized ones (images expanded) in the
+  /// hashers (serve copies it to pipeline_settings).
+  std::uint32_t max_prompt_tokens = 1u << 20;
   std::uint32_t max_routing_in_flight = 1024;  ///< per worker set; beyond, 503 at once
 };
 

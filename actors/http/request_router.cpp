@@ -22,8 +22,12 @@ std::size_t hasher_for(const routing_request& request, std::uint64_t request_id,
 
 }  // namespace
 
-api_error routing_error(route_failure failure) {
-  switch (failure) {
+api_error routing_error(const route_decision& decision) {
+  switch (decision.failure) {
+    case route_failure::prompt_too_long:
+      return {api_errc::invalid_request,
+              fmt::format("the prompt is {} tokens long (images expanded), more than this router accepts", decision.prompt_tokens),
+              "messages"};
     case route_failure::every_worker_failed: return {api_errc::worker_failed, "every available worker failed this request", {}};
     case route_failure::set_retired:
       return {api_errc::no_worker_available, "the worker set was reconfigured before this request was routed; retry", {}};
@@ -83,14 +87,18 @@ route_verdict request_router::route() {
 /// Round-robin and random: picked here, booked through the thread's lifecycle reporter.
 route_verdict request_router::route_locally() {
   const auto worker = thread_.local.pick(*set_, excluded_);
-  if (!worker) return answer(routing_error(excluded_.empty() ? route_failure::no_healthy_worker : route_failure::every_worker_failed));
+  if (!worker) {
+    route_decision none;
+    none.failure = excluded_.empty() ? route_failure::no_healthy_worker : route_failure::every_worker_failed;
+    return answer(routing_error(none));
+  }
   thread_.report(set_->scorer, {lifecycle_event::kind::booked, request_id_, *worker, request_->prompt_tokens});
   return proxy_to(*worker);
 }
 
 route_verdict request_router::on_decision(const route_decision& decision) {
   set_->routing_in_flight->fetch_sub(1);
-  if (!decision.ok()) return answer(routing_error(decision.failure));
+  if (!decision.ok()) return answer(routing_error(decision));
   if (dry_run_) return answer_dry_run(decision);
   return proxy_to(decision.worker);
 }

@@ -34,8 +34,8 @@ struct route_verdict {
   std::string body;
 };
 
-/// The answer a client gets when routing chose no worker.
-[[nodiscard]] api_error routing_error(route_failure failure);
+/// The answer a client gets when routing chose no worker (`decision` says why).
+[[nodiscard]] api_error routing_error(const route_decision& decision);
 
 class request_router {
  public:

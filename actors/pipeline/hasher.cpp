@@ -80,6 +80,16 @@ struct hasher_state {
     prompt.resize(text_prefix_length(prompt, card.image_token_id));
   }
 
+  /// A prompt longer than the set allows (images expanded) is answered with an error, unrouted.
+  bool refuse_if_too_long(std::size_t tokens, route_job& job) const {
+    if (tokens <= resources.max_prompt_tokens) return false;
+    route_decision refused;
+    refused.failure = route_failure::prompt_too_long;
+    refused.prompt_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(tokens, UINT32_MAX));
+    job.reply(std::move(refused));
+    return true;
+  }
+
   void hash(const std::vector<std::uint32_t>& prompt, std::span<const image_span> image_spans, std::uint32_t block_size,
             route_job& job) {
     if (prompt.empty()) return;
@@ -171,6 +181,7 @@ hasher_actor::behavior_type hasher(hasher_pointer self, scorer_actor scorer, std
             break;
         }
         if (tokens == &s.tokens) job->prompt_tokens = static_cast<std::uint32_t>(s.tokens.size());
+        if (s.refuse_if_too_long(tokens->size(), *job)) return;
         s.hash(*tokens, spans, block_size, *job);
         self->send(scorer, job);
       },
@@ -184,8 +195,10 @@ hasher_actor::behavior_type hasher(hasher_pointer self, scorer_actor scorer, std
         if (--p.pending > 0) return;
         s.splice(p.tokens, p.images, p.failed);
         p.job->prompt_tokens = static_cast<std::uint32_t>(p.tokens.size());
-        s.hash(p.tokens, s.spans, block_size, *p.job);
-        self->send(scorer, p.job);
+        if (!s.refuse_if_too_long(p.tokens.size(), *p.job)) {
+          s.hash(p.tokens, s.spans, block_size, *p.job);
+          self->send(scorer, p.job);
+        }
         s.parked.erase(it);
       },
   };

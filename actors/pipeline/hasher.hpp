@@ -44,6 +44,7 @@ struct hasher_resources {
   /// The set's media fetcher for image URLs (multimodal sets only); shared by its hashers.
   std::shared_ptr<media_fetcher> fetcher;
   std::shared_ptr<hasher_counters> counters = std::make_shared<hasher_counters>();
+  std::size_t max_prompt_tokens = SIZE_MAX;  ///< longer prompts (images expanded) are refused
 
   /// Whether chat requests can be hashed (they need a tokenizer and a way to render).
   [[nodiscard]] bool hashes_chat() const { return text_tokenizer && (chat || chat_plain_fallback); }

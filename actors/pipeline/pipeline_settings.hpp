@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace kvr {
@@ -39,6 +40,9 @@ struct pipeline_settings {
   /// A component that died (KV subscriber, health checker, media fetcher, or the set's scorer or
   /// hashers) is restarted after this, doubling while it keeps dying (at most 10 s).
   std::chrono::milliseconds restart_backoff{200};
+  /// Prompts longer than this (tokens, images expanded) are refused with 400; serve sets it
+  /// from --max-prompt-tokens (ingress_settings holds the default).
+  std::size_t max_prompt_tokens = SIZE_MAX;
   media_fetch_settings media;  ///< the media fetchers of multimodal sets that score overlap
 };
 

@@ -86,6 +86,7 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
     if (!resources) return std::unexpected(resources.error());
     set.prompts = resources->capabilities();
     resources->counters = set.hashing;
+    resources->max_prompt_tokens = serve.max_prompt_tokens;
     // The gate: image URLs are fetched only where images can pay off (prefix overlap scored,
     // and the card describes the model's images). Everywhere else no fetcher exists at all.
     if (resources->multimodal) {

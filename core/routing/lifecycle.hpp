@@ -38,6 +38,7 @@ enum class route_failure : std::uint8_t {
   no_healthy_worker,    ///< every worker is down or backing off
   every_worker_failed,  ///< the workers left all failed this request already
   set_retired,          ///< the worker set was reconfigured before the request was routed
+  prompt_too_long,      ///< the prompt (images expanded) exceeds the router's limit; `prompt_tokens` says how long
 };
 
 /// One candidate as routing saw it (reported in dry-run answers).

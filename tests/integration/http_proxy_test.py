@@ -374,6 +374,24 @@ try:
             f"fields named in Connection are not forwarded, the others are ({sorted(seen)})")
     router.stop()
 
+    # -- the work one request may ask for is bounded: images, and prompt tokens (images expanded)
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    tokenizer = os.path.join(repo, ".cache", "tokenizers", "qwen3", "tokenizer.json")
+    template = os.path.join(repo, "tests", "data", "chat_templates", "chatml.jinja")
+    router = start_router([f"{plain.url},id=plain"], "--max-images-per-request", "2", "--max-prompt-tokens", "20",
+                          "--tokenizer", tokenizer, "--tokenizer-config", template, "--no-kv-events")
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    status, _, body = router.request("POST", "/v1/chat/completions",
+                                     {"model": "m", "messages": [{"role": "user", "content": [image] * 3}]})
+    f.check(status == 400 and "3 images" in json.loads(body)["error"]["message"], f"3 images over a limit of 2: 400 ({body[:120]})")
+    status, _, body = router.request("POST", "/v1/completions", {"model": "m", "prompt": list(range(21))})
+    f.check(status == 400 and "21 tokens" in json.loads(body)["error"]["message"], f"21 token ids over 20: 400 ({body[:120]})")
+    status, _, body = router.chat(content="word " * 40)
+    f.check(status == 400 and "tokens long" in json.loads(body)["error"]["message"],
+            f"a chat that tokenizes past the limit: 400 from the hasher ({body[:120]})")
+    f.check(router.chat(content="hi")[0] == 200, "a short chat still routes")
+    router.stop()
+
     # -- a worker named by an IPv6 literal
     v6 = start_worker("v6", "--ipv6")
     router = start_router([f"http://[::1]:{v6.port},id=v6"], "--router-mode", "round-robin")
