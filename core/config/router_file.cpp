@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/common/json_shape.hpp"
+
 namespace kvr {
 namespace {
 
@@ -165,6 +167,8 @@ std::expected<worker_set_card, config_error> parse_card(const json& object, std:
 }  // namespace
 
 std::expected<router_file, config_error> parse_router_file(std::string_view text) {
+  if (auto shape = scan_json_shape(text); !shape && shape.error() == json_shape_error::too_deep)
+    return std::unexpected(config_error{fmt::format("the config is refused: {}", describe(shape.error()))});
   json document = json::parse(text, nullptr, false);
   if (document.is_discarded()) return fail("the config file is not valid JSON");
   return parse_router_document(document);

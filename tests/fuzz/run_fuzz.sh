@@ -2,18 +2,22 @@
 # Builds a libFuzzer target with clang-16 and runs it briefly (1 M runs or 60 s, whichever
 # first). Exits non-zero on any crash, sanitizer report, leak, or allocation over 256 MiB.
 #   kv_wire: the KV-event decoder and index apply, seeded with the KV-event test vectors;
-#   media:   image headers and data: URIs, seeded with small images of every format.
+#   media:   image headers and data: URIs, seeded with small images of every format;
+#   request: request bodies through the shape check, routing inputs, prompt plan, chat template
+#            and tokenizer, seeded with chat and completion bodies;
+#   config:  config files, worker specs and URLs, seeded with the example config.
 #
 # clang-16: libstdc++ 12 gates <expected> on __cpp_concepts >= 202002L; clang 16 implements
 # what that needs (P0848) but still advertises 201907L, so the macro is raised for this build.
 #
-#   tests/fuzz/run_fuzz.sh kv_wire|media WORK_DIR [extra libFuzzer flags]
+#   tests/fuzz/run_fuzz.sh kv_wire|media|request|config WORK_DIR [extra libFuzzer flags]
+#   (longer runs: add -max_total_time=3600 -runs=-1; a crash leaves its input in WORK_DIR)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 target=${1:?usage: run_fuzz.sh kv_wire|media WORK_DIR}
 work=${2:?usage: run_fuzz.sh kv_wire|media WORK_DIR}
 shift 2
-mkdir -p "$work/corpus"
+mkdir -p "$work/corpus-$target"
 binary="$work/${target}_fuzz"
 
 case "$target" in
@@ -25,6 +29,15 @@ case "$target" in
     sources=(tests/fuzz/media_fuzz.cpp core/media/media.cpp core/media/base64.cpp core/config/router_file.cpp core/config/router_config.cpp
              core/config/worker_spec.cpp core/common/http_url.cpp)
     libs=(-lfmt -lxxhash -lwebp -lcrypto) ;;
+  request)
+    sources=(tests/fuzz/request_fuzz.cpp core/prompt/openai.cpp core/prompt/prompt_plan.cpp core/common/json_shape.cpp
+             core/prompt/chat_template.cpp core/prompt/tokenizer.cpp core/prompt/jinja/value.cpp core/prompt/jinja/lexer.cpp
+             core/prompt/jinja/parser.cpp core/prompt/jinja/builtins.cpp core/prompt/jinja/template.cpp)
+    libs=(-lfmt -lxxhash -lsimdjson -lpcre2-8 -lutf8proc -DKVR_SOURCE_DIR="\"$repo\"") ;;
+  config)
+    sources=(tests/fuzz/config_fuzz.cpp core/config/router_file.cpp core/config/router_config.cpp core/config/worker_spec.cpp
+             core/common/http_url.cpp core/common/json_shape.cpp)
+    libs=(-lfmt) ;;
   *) echo "unknown fuzz target $target" >&2; exit 2 ;;
 esac
 newest=$(cd "$repo" && ls -t "${sources[@]}" core/*/*.hpp | head -1)
@@ -35,10 +48,23 @@ if [ ! -x "$binary" ] || [ "$repo/$newest" -nt "$binary" ]; then
 fi
 
 # Seed corpus: the KV-event test vectors, or one small image of every format.
-/usr/bin/python3 - "$target" "$repo/tests/data/kv_events" "$work/corpus" <<'PY'
+/usr/bin/python3 - "$target" "$repo/tests/data/kv_events" "$work/corpus-$target" <<'PY'
 import base64, pathlib, struct, sys, zlib
 target, src, dst = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
-if target == "kv_wire":
+if target == "request":
+    bodies = {
+        "chat": '{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"chat_template_kwargs":{"enable_thinking":false}}',
+        "completion-text": '{"model":"m","prompt":"Hello, world! \\u00e9\\ud83d\\ude00","stream":true}',
+        "completion-ids": '{"model":"m","prompt":[1,2,3,4,5,6,7,8]}',
+        "completion-batch": '{"model":"m","prompt":["a","b"]}',
+    }
+    for name, body in bodies.items():
+        (dst / f"seed-{name}").write_text(body)
+elif target == "config":
+    repo = src.parent.parent.parent
+    (dst / "seed-example").write_bytes((repo / "docs" / "router.example.json").read_bytes())
+    (dst / "seed-worker").write_text("http://[::1]:8000,kv=tcp://h:5557,replay=tcp://h:5600,dp=2,id=w0,topic=kv")
+elif target == "kv_wire":
     for tsv in src.glob("*.tsv"):
         for line in tsv.read_text().splitlines():
             if line and not line.startswith("#"):
@@ -62,5 +88,5 @@ else:
 PY
 
 "$binary" -runs=1000000 -max_total_time=60 -malloc_limit_mb=256 -rss_limit_mb=1024 \
-  -print_final_stats=1 -artifact_prefix="$work/" "$@" "$work/corpus" 2>&1 | tail -20
+  -print_final_stats=1 -artifact_prefix="$work/" "$@" "$work/corpus-$target" 2>&1 | tail -20
 exit "${PIPESTATUS[0]}"

@@ -1,0 +1,53 @@
+// libFuzzer target: arbitrary bytes as a chat and as a completion request body, through what
+// kvrouter does with a body before it reaches a worker: the shape check, the routing inputs,
+// the prompt plan, the chat template (ChatML, with tools and kwargs) and the Qwen3 tokenizer.
+// Whatever the bytes, each step returns a value or an error; ASan, UBSan and -malloc_limit_mb
+// catch the rest (deep nesting included: a body the shape check passes is walked recursively).
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/prompt/chat_template.hpp"
+#include "core/prompt/openai.hpp"
+#include "core/prompt/prompt_plan.hpp"
+#include "core/prompt/tokenizer.hpp"
+
+namespace {
+
+const kvr::chat_template& chatml() {
+  static const kvr::chat_template chat = *kvr::chat_template::load(KVR_SOURCE_DIR "/tests/data/chat_templates/chatml.jinja");
+  return chat;
+}
+
+kvr::tokenizer& qwen3() {
+  static kvr::tokenizer t = *kvr::tokenizer::load(KVR_SOURCE_DIR "/.cache/tokenizers/qwen3/tokenizer.json");
+  return t;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static kvr::request_parser parser;
+  std::string body(reinterpret_cast<const char*>(data), size);
+  body.reserve(size + kvr::request_parser::padding);
+  for (auto endpoint : {kvr::api_endpoint::chat_completions, kvr::api_endpoint::completions}) {
+    auto request = parser.parse(endpoint, std::string_view(body.data(), size), body.capacity());
+    if (!request) continue;
+    const auto plan = kvr::plan_prompt(*request, {.tokenizer = true, .chat = true, .images = true});
+    std::vector<std::uint32_t> tokens;
+    if (plan.path == kvr::prompt_path::chat) {
+      auto rendered = chatml().render({.messages_json = request->chat.messages_json,
+                                       .tools_json = request->chat.tools_json,
+                                       .template_kwargs_json = request->chat.template_kwargs_json,
+                                       .add_generation_prompt = request->chat.add_generation_prompt});
+      if (rendered) qwen3().encode(*rendered, tokens);
+    } else if (plan.path == kvr::prompt_path::text) {
+      qwen3().encode(request->prompt_text, tokens);
+    }
+  }
+  // The tokenizer on the raw bytes too (invalid UTF-8 included).
+  std::vector<std::uint32_t> raw_tokens;
+  qwen3().encode(std::string_view(reinterpret_cast<const char*>(data), size), raw_tokens);
+  return 0;
+}
