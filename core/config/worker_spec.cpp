@@ -85,6 +85,18 @@ std::expected<worker_spec, config_error> parse_worker_spec(std::string_view text
       return fail(fmt::format("unknown key \"{}\" (expected kv, replay, dp, id or topic)", key));
     }
   }
+  // A tcp endpoint's port, and the ports its data-parallel ranks add to it, must exist.
+  for (const auto& [key, endpoint] : {std::pair{"kv", &spec.kv_events}, std::pair{"replay", &spec.replay}}) {
+    if (!endpoint->starts_with("tcp://")) continue;
+    const auto colon = endpoint->rfind(':');
+    const std::string_view port = colon == std::string::npos ? std::string_view() : std::string_view(*endpoint).substr(colon + 1);
+    std::uint32_t n = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), n);
+    if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || n == 0 || n > 65535)
+      return fail(fmt::format("{} endpoint {} needs a port from 1 to 65535", key, *endpoint));
+    if (n + spec.dp_size - 1 > 65535)
+      return fail(fmt::format("{} endpoint {}: its {} ranks would need ports past 65535", key, *endpoint, spec.dp_size));
+  }
   return spec;
 }
 

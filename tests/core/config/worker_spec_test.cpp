@@ -36,6 +36,13 @@ TEST(worker_spec, urls_with_ports_out_of_range_or_schemes_kvrouter_cannot_speak_
             "worker \"https://h:8000\": https worker URLs are not supported (kvrouter speaks plain HTTP to workers)");
   EXPECT_FALSE(parse_worker_spec("http://:8000"));
   EXPECT_FALSE(parse_worker_spec("http://h:8000?x=1"));
+  EXPECT_EQ(parse_worker_spec("http://h,kv=tcp://h:99999").error().message,
+            "worker \"http://h,kv=tcp://h:99999\": kv endpoint tcp://h:99999 needs a port from 1 to 65535");
+  EXPECT_FALSE(parse_worker_spec("http://h,kv=tcp://h"));
+  EXPECT_FALSE(parse_worker_spec("http://h,replay=tcp://h:0"));
+  EXPECT_FALSE(parse_worker_spec("http://h,kv=tcp://h:65535,dp=2")) << "rank 1 would need port 65536";
+  EXPECT_TRUE(parse_worker_spec("http://h,kv=tcp://h:65534,dp=2"));
+  EXPECT_TRUE(parse_worker_spec("http://h,kv=ipc:///tmp/kv,dp=4"));
   ASSERT_TRUE(parse_worker_spec("http://[::1]:8000"));
   EXPECT_EQ(parse_worker_spec("http://[::1]:8000")->url, "http://[::1]:8000");
 }
