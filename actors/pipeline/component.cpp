@@ -13,13 +13,22 @@ namespace {
 /// effect within it), never of the component's own I/O, which a step handles as it comes.
 constexpr std::chrono::milliseconds step_budget{50};
 
-caf::behavior driver(caf::event_based_actor* self, std::shared_ptr<pollable_component> component, std::string thread_name) {
+/// The component lives in the driver's state, which CAF destroys when the driver terminates:
+/// a stopped driver lets go of its sockets at once (an undrained SUB socket would otherwise
+/// keep queueing what its engine publishes).
+struct driver_state {
+  std::shared_ptr<pollable_component> component;
+};
+
+caf::behavior driver(caf::stateful_actor<driver_state>* self, std::shared_ptr<pollable_component> component,
+                     std::string thread_name) {
   pthread_setname_np(pthread_self(), thread_name.substr(0, 15).c_str());
+  self->state.component = std::move(component);
   self->send(self, tick_atom_v);
   return {
-      [self, component](tick_atom) {
+      [self](tick_atom) {
         try {
-          component->poll_for(step_budget);
+          self->state.component->poll_for(step_budget);
         } catch (const std::exception& e) {
           return self->quit(caf::make_error(caf::sec::runtime_error, e.what()));
         }

@@ -148,7 +148,9 @@ void stop_set(running_set& set, bool keep_actors) {
   for (component_slot& slot : set.components) {
     if (slot.driver) caf::anon_send_exit(slot.driver, caf::exit_reason::user_shutdown);
     slot.driver = nullptr;
+    slot.instance.reset();  // the driver holds it until it is down
   }
+  set.subscriber.reset();
   if (keep_actors) return;
   if (set.route.scorer) caf::anon_send_exit(set.route.scorer, caf::exit_reason::user_shutdown);
   for (const auto& h : set.route.hashers) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);

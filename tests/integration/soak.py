@@ -1,0 +1,230 @@
+#!/usr/bin/python3
+"""Chaos soak: kvrouter (kv mode, a config file, --fault-injection) in front of three
+kvrouter-mocker engines publishing KV events with replay, under streaming load, while the run
+kills and restarts engines, drops KV batches, makes clients leave mid-stream, reloads the
+config, kills pipeline components and sends bursts above capacity. Bounded: it runs MINUTES
+and stops by itself.
+
+Invariants checked at the end: kvrouter never crashed; every failed request was in flight
+within a few seconds after an engine was killed; once the load stops every booked load is 0;
+every set's index stays within its bound; RSS at the end (once retired sets are gone) is within
+1.2x of RSS after warm-up.
+
+Usage: soak.py KVROUTER KVROUTER_MOCKER MINUTES"""
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from router_harness import Router
+
+kvrouter, mocker_binary, minutes = sys.argv[1], sys.argv[2], float(sys.argv[3])
+rng = random.Random(7)
+work = tempfile.mkdtemp()
+MAX_INDEX_BLOCKS = 6000  # small enough that warm-up fills it: RSS is steady after
+
+
+def free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+class Engine:
+    def __init__(self, name):
+        self.name = name
+        self.http = free_ports(1)[0]
+        # ipc endpoints: the engine binds them (as vLLM does for ipc://), the router connects.
+        self.kv, self.replay = f"ipc://{work}/{name}", f"ipc://{work}/{name}-replay"
+        self.proc = None
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen([mocker_binary, "--port", str(self.http), "--model", "m", "--speedup", "20",
+                                      "--num-blocks", "4096", "--kv-events-endpoint", self.kv,
+                                      "--replay-endpoint", self.replay, "--seed", str(rng.randint(1, 999))],
+                                     stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.http), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"mocker {self.name} did not start")
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def post(self, path, body):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", self.http, timeout=5)
+            c.request("POST", path, body=json.dumps(body))
+            c.getresponse().read()
+        except OSError:
+            pass
+
+    def card_worker(self):
+        return {"id": self.name, "url": f"http://127.0.0.1:{self.http}", "kv_events": self.kv, "replay": self.replay}
+
+
+engines = [Engine(f"e{i}") for i in range(3)]
+config_path = os.path.join(work, "router.json")
+
+
+def write_config(temperature):
+    doc = {"router": {"router_mode": "kv", "router_temperature": temperature, "max_index_blocks": MAX_INDEX_BLOCKS},
+           "worker_sets": [{"name": "m", "model": "m", "block_size": 16, "workers": [e.card_worker() for e in engines]}]}
+    with open(config_path + ".tmp", "w") as out:
+        json.dump(doc, out)
+    os.rename(config_path + ".tmp", config_path)
+
+
+write_config(0.0)
+router = Router(kvrouter, None, [], "--config", config_path, "--fault-injection", "--health-interval-ms", "500",
+                "--unhealthy-backoff-ms", "1000", "--restart-backoff-ms", "200")
+
+kills = []        # times an engine was killed
+failures = []     # (time, status or error) of requests that failed
+completed = [0]
+left_early = [0]
+stop = threading.Event()
+lock = threading.Lock()
+prefixes = [[rng.randint(0, 50000) for _ in range(256)] for _ in range(12)]
+
+
+def one_request(local_rng, leave_early):
+    prompt = local_rng.choice(prefixes) + [local_rng.randint(0, 50000) for _ in range(32)]
+    body = json.dumps({"model": "m", "prompt": prompt, "max_tokens": 16, "stream": True})
+    started = time.time()
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", router.port, timeout=30)
+        c.request("POST", "/v1/completions", body=body, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        if leave_early and r.status == 200:
+            r.read(10)
+            c.sock.shutdown(socket.SHUT_RDWR)
+            c.close()
+            with lock:
+                left_early[0] += 1
+            return
+        data = r.read()
+        c.close()
+        ok = r.status == 200 and b"[DONE]" in data
+        with lock:
+            if ok:
+                completed[0] += 1
+            else:
+                failures.append((started, time.time(), r.status))
+    except (OSError, http.client.HTTPException) as e:
+        with lock:
+            failures.append((started, time.time(), type(e).__name__))
+
+
+def client(seed):
+    local_rng = random.Random(seed)
+    while not stop.is_set():
+        one_request(local_rng, leave_early=local_rng.random() < 0.1)
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+clients = [threading.Thread(target=client, args=(i,)) for i in range(6)]
+for t in clients:
+    t.start()
+time.sleep(min(20.0, 0.25 * minutes * 60))  # warm-up
+rss_warm = rss_kb(router.proc.pid)
+index_warm = sum(v for k, v in router.metrics().items() if k.startswith("kvrouter_worker_index_blocks"))
+end = time.time() + minutes * 60 * 0.75
+actions = 0
+while time.time() < end:
+    time.sleep(rng.uniform(1.0, 3.0))
+    action = rng.choice(["kill_engine", "drop_batches", "reload", "kill_component", "burst", "restart_engine_cache"])
+    actions += 1
+    if action == "kill_engine":
+        e = rng.choice(engines)
+        with lock:
+            kills.append(time.time())
+        e.kill()
+        time.sleep(rng.uniform(0.2, 1.5))
+        e.start()
+    elif action == "drop_batches":
+        rng.choice(engines).post("/mocker/faults", {"drop_batches_pct": rng.choice([0, 10, 50])})
+    elif action == "restart_engine_cache":
+        rng.choice(engines).post("/mocker/restart", {})
+    elif action == "reload":
+        write_config(rng.choice([0.0, 0.1]))
+    elif action == "kill_component":
+        router.request("POST", "/v1/router/faults", {"set": "m", "component": rng.choice(["kv_subscriber", "health_checker"])})
+    elif action == "burst":
+        burst = [threading.Thread(target=one_request, args=(random.Random(actions * 100 + i), False)) for i in range(40)]
+        for t in burst:
+            t.start()
+        for t in burst:
+            t.join()
+stop.set()
+for t in clients:
+    t.join()
+for e in engines:
+    e.post("/mocker/faults", {"drop_batches_pct": 0})
+
+problems = []
+alive = router.proc.poll() is None
+if not alive:
+    problems.append(f"kvrouter exited with {router.proc.returncode}")
+else:
+    # Failures must come from requests in flight around an engine's death (its streams are cut;
+    # its health check needs up to a second to notice it is gone).
+    unexplained = [f for f in failures if not any(k - 30 <= f[0] and f[1] >= k and f[0] <= k + 3 for k in kills)]
+    if unexplained:
+        problems.append(f"{len(unexplained)} failed requests not near an engine kill: {unexplained[:5]}")
+
+    def loads_zero():
+        m = router.metrics()
+        return all(v == 0 for k, v in m.items() if k.startswith(("kvrouter_worker_active_", "kvrouter_proxied_requests_in_flight")))
+    deadline = time.time() + 15
+    while time.time() < deadline and not loads_zero():
+        time.sleep(0.5)
+    if not loads_zero():
+        m = router.metrics()
+        problems.append("booked loads not back to 0: " + str({k: v for k, v in m.items() if "active" in k and v}))
+    index = sum(v for k, v in router.metrics().items() if k.startswith("kvrouter_worker_index_blocks"))
+    if index > MAX_INDEX_BLOCKS:
+        problems.append(f"the index holds {index} blocks, over its bound of {MAX_INDEX_BLOCKS}")
+    time.sleep(11)  # retired sets keep their actors 10 s for decisions already asked of them
+    rss_end = rss_kb(router.proc.pid)
+    if rss_end > 1.2 * rss_warm:
+        problems.append(f"RSS grew from {rss_warm} kB after warm-up to {rss_end} kB")
+    print(f"soak: {minutes} min, {completed[0]} completed, {left_early[0]} clients left mid-stream, "
+          f"{len(failures)} failed (all near one of {len(kills)} engine kills), {actions} chaos actions, "
+          f"index {index_warm} blocks after warm-up, {index} at the end, RSS {rss_warm} -> {rss_end} kB")
+    if index_warm == 0:
+        problems.append("after warm-up the index is empty: the engines' KV events do not reach it")
+    if completed[0] < 50:
+        problems.append(f"only {completed[0]} requests completed")
+    if router.stop() != 0:
+        problems.append("kvrouter did not stop cleanly")
+for e in engines:
+    e.kill()
+if problems:
+    print("FAIL " + "\nFAIL ".join(problems))
+    sys.exit(1)
+print("all invariants held")
