@@ -27,7 +27,7 @@ case "$target" in
     libs=(-lfmt -lxxhash) ;;
   media)
     sources=(tests/fuzz/media_fuzz.cpp core/media/media.cpp core/media/base64.cpp core/config/router_file.cpp core/config/router_config.cpp
-             core/config/worker_spec.cpp core/common/http_url.cpp)
+             core/config/worker_spec.cpp core/common/http_url.cpp core/common/json_shape.cpp)
     libs=(-lfmt -lxxhash -lwebp -lcrypto) ;;
   request)
     sources=(tests/fuzz/request_fuzz.cpp core/prompt/openai.cpp core/prompt/prompt_plan.cpp core/common/json_shape.cpp
