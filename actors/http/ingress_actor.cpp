@@ -1,5 +1,7 @@
 #include "actors/http/ingress_actor.hpp"
 
+#include <iostream>
+
 #include "actors/http/http_ingress.hpp"
 
 namespace kvr {
@@ -8,8 +10,15 @@ namespace {
 ingress_actor::behavior_type ingress_behavior(ingress_actor::pointer, http_ingress* ingress) {
   return {
       [ingress](const std::shared_ptr<const routing_table>& table) {
-        ingress->set_routing_table(table);
-        return true;
+        // Resolving can throw (e.g. no descriptor left for the resolver's io_context); the
+        // actor must survive it: it is also the one that stops the server.
+        try {
+          ingress->set_routing_table(table);
+          return true;
+        } catch (const std::exception& e) {
+          std::cerr << "kvrouter: routing table not installed, keeping the last one: " << e.what() << "\n";
+          return false;
+        }
       },
       [ingress](stop_atom) { ingress->stop(); },
   };

@@ -71,18 +71,23 @@ struct watcher_state {
   std::map<std::string, nlohmann::json> last_good_cards;
   watcher_actor::pointer self = nullptr;
 
-  /// Sends `table` to the ingress actor; `installed` runs once ingress serves by it.
-  void publish(std::shared_ptr<const routing_table> table, std::function<void()> installed = {}) {
+  /// Sends `table` to the ingress actor; `installed(true)` runs once ingress serves by it,
+  /// `installed(false)` if it could not.
+  void publish(std::shared_ptr<const routing_table> table, std::function<void(bool)> installed = {}) {
     self->request(settings.ingress, caf::infinite, std::move(table))
-        .then([installed = std::move(installed)](bool) {
-                if (installed) installed();
-              },
-              [](const caf::error& e) { std::cerr << "kvrouter: routing table not installed: " << caf::to_string(e) << "\n"; });
+        .then(
+            [installed](bool ok) {
+              if (installed) installed(ok);
+            },
+            [installed](const caf::error& e) {
+              std::cerr << "kvrouter: routing table not installed: " << caf::to_string(e) << "\n";
+              if (installed) installed(false);
+            });
   }
 
   /// Applies `next` and publishes the table (`installed` runs once ingress serves by it); the
   /// error text, or "" on success.
-  std::string apply(const router_file& next, std::string_view source, std::function<void()> installed = {}) {
+  std::string apply(const router_file& next, std::string_view source, std::function<void(bool)> installed = {}) {
     reload_plan changes;
     auto table = registry->apply(next, changes);
     if (!table) return table.error();
@@ -126,7 +131,9 @@ watcher_actor::behavior_type watcher(watcher_actor::stateful_pointer<watcher_sta
   return {
       [self](apply_atom, const std::shared_ptr<const router_file>& file) -> caf::result<std::string> {
         auto answer = self->make_response_promise<std::string>();
-        const std::string error = self->state.apply(*file, "", [answer]() mutable { answer.deliver(std::string()); });
+        const std::string error = self->state.apply(*file, "", [answer](bool ok) mutable {
+          answer.deliver(ok ? std::string() : std::string("the routing table could not be installed"));
+        });
         if (!error.empty()) answer.deliver(error);  // the promise owns the request's answer now
         return answer;
       },
