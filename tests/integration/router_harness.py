@@ -73,25 +73,34 @@ class Router:
         if not match:
             raise RuntimeError(f"kvrouter did not start: {seen}{self.proc.stderr.read()}")
         self.port = int(match.group(1))
-        self.log = seen  # stderr so far; wait_for_log reads on
+        # The rest of stderr is collected by a thread (a pipe nobody reads would fill and block
+        # kvrouter; and lines already buffered by a reader would escape select()).
+        import threading
+        self.log = seen
+        self._log_lock = threading.Lock()
+        self._log_reader = threading.Thread(target=self._collect_log, daemon=True)
+        self._log_reader.start()
+
+    def _collect_log(self):
+        for line in self.proc.stderr:
+            with self._log_lock:
+                self.log += line
 
     def wait_for_log(self, text, timeout=10.0):
-        """Reads kvrouter's stderr until `text` appears (true) or `timeout` passes (false)."""
-        import select
+        """Waits until kvrouter's stderr shows `text` (true) or `timeout` passes (false)."""
         deadline = time.time() + timeout
-        while text not in self.log:
-            left = deadline - time.time()
-            if left <= 0 or not select.select([self.proc.stderr], [], [], left)[0]:
-                return False
-            line = self.proc.stderr.readline()
-            if not line:
-                return False
-            self.log += line
-        return True
+        while time.time() < deadline:
+            with self._log_lock:
+                if text in self.log:
+                    return True
+            time.sleep(0.02)
+        return False
 
     def full_log(self):
         """Everything kvrouter wrote to stderr, once it has stopped."""
-        return self.log + self.proc.stderr.read()
+        self._log_reader.join(timeout=10)
+        with self._log_lock:
+            return self.log
 
     def request(self, method, path, body=None, headers=None, timeout=30):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
