@@ -4,10 +4,7 @@
 #include <exception>
 #include <expected>
 #include <iostream>
-#include <optional>
 #include <string>
-#include <string_view>
-#include <vector>
 
 namespace kvr::cli {
 

@@ -42,7 +42,8 @@ router_file file_from_etcd(const router_config& global, const etcd_cards& cards,
   nlohmann::json sets = nlohmann::json::array();
   for (auto it = last_good.begin(); it != last_good.end();) it = cards.contains(it->first) ? std::next(it) : last_good.erase(it);
   for (const auto& [key, text] : cards) {
-    const bool too_deep = !scan_json_shape(text) && scan_json_shape(text).error() == json_shape_error::too_deep;
+    const auto shape = scan_json_shape(text);
+    const bool too_deep = !shape && shape.error() == json_shape_error::too_deep;
     nlohmann::json card = too_deep ? nlohmann::json(nlohmann::json::value_t::discarded) : nlohmann::json::parse(text, nullptr, false);
     auto alone = parse_router_document(nlohmann::json{{"router", to_json(global)}, {"worker_sets", nlohmann::json::array({card})}});
     if (card.is_discarded() || !alone) {

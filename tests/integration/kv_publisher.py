@@ -31,7 +31,7 @@ class Engine:
     encoding: "vllm-array" (int64 hashes, 12-element stores, 3-frame replay replies) or
     "vllm-map" (32-byte bin hashes, map events, 4-frame replay replies with the topic)."""
 
-    def __init__(self, context, encoding, block_size, topic=b"", rng_seed=0):
+    def __init__(self, context, encoding, block_size, topic=b"", rng_seed=0, forgetful_replay=False):
         self.encoding = encoding
         self.block_size = block_size
         self.topic = topic
@@ -48,6 +48,7 @@ class Engine:
         self.dropped = 0
         self.stop = False
         self.replay_requests = 0
+        self.forgetful_replay = forgetful_replay  # every replay answers with only the end marker
         self.replay_thread = threading.Thread(target=self._serve_replay, daemon=True)
         self.replay_thread.start()
 
@@ -138,7 +139,7 @@ class Engine:
             self.replay_requests += 1
             start = struct.unpack(">Q", start)[0]
             with self.lock:
-                batches = [(s, p) for s, p in self.buffer if s >= start]
+                batches = [] if self.forgetful_replay else [(s, p) for s, p in self.buffer if s >= start]
             for s, p in batches:
                 frames = [identity, b"", struct.pack(">Q", s), p]
                 if self.encoding == "vllm-map":

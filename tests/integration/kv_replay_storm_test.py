@@ -6,7 +6,6 @@ live: a handful of replay requests in seconds, not a tight loop, and the batches
 jump are indexed. Usage: kv_replay_storm_test.py PATH/TO/kvrouter"""
 import json
 import os
-import struct
 import subprocess
 import sys
 import time
@@ -14,29 +13,15 @@ import time
 import zmq
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kv_publisher import END_MARKER, Engine  # noqa: E402
+from kv_publisher import Engine  # noqa: E402
 
 BLOCK_SIZE = 4
-
-
-class ForgetfulEngine(Engine):
-    """An engine whose replay endpoint holds nothing (every replay ends at once, empty)."""
-
-    def _serve_replay(self):
-        poller = zmq.Poller()
-        poller.register(self.router, zmq.POLLIN)
-        while not self.stop:
-            if not poller.poll(50):
-                continue
-            identity, _empty, _start = self.router.recv_multipart()
-            self.replay_requests += 1
-            self.router.send_multipart([identity, b"", END_MARKER, b""])
 
 
 def main():
     kvrouter = sys.argv[1]
     context = zmq.Context()
-    engine = ForgetfulEngine(context, "vllm-array", BLOCK_SIZE, rng_seed=3)
+    engine = Engine(context, "vllm-array", BLOCK_SIZE, rng_seed=3, forgetful_replay=True)
     router = subprocess.Popen([kvrouter, "kv-index", "--block-size", str(BLOCK_SIZE), "--idle", "2", "--duration", "30",
                                "--worker", f"http://127.0.0.1:9000,kv=tcp://127.0.0.1:{engine.port},"
                                            f"replay=tcp://127.0.0.1:{engine.replay_port},id=w0"],
