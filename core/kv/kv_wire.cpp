@@ -11,25 +11,25 @@
 namespace kvr {
 namespace {
 
-using kind = mp_node::kind;
+using kind = mp_kind;
 
 std::unexpected<wire_error> fail(std::string message) { return std::unexpected(wire_error{std::move(message)}); }
 
 std::expected<std::uint64_t, wire_error> read_hash(mp_ref ref, std::string_view field) {
   switch (ref.type()) {
-    case kind::uint: return ref.node().u;
-    case kind::sint: return static_cast<std::uint64_t>(ref.node().i);
+    case kind::uint: return ref.uint_value();
+    case kind::sint: return static_cast<std::uint64_t>(ref.int_value());
     case kind::bin:
-      if (ref.node().size == 0) return fail(fmt::format("{}: empty bin hash", field));
+      if (ref.size() == 0) return fail(fmt::format("{}: empty bin hash", field));
       return fold_hash_bytes(ref.bytes());
     default: return fail(fmt::format("{}: a hash must be an integer or bin", field));
   }
 }
 
 std::expected<std::int64_t, wire_error> read_int(mp_ref ref, std::string_view field) {
-  if (ref.type() == kind::sint) return ref.node().i;
-  if (ref.type() == kind::uint && ref.node().u <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-    return static_cast<std::int64_t>(ref.node().u);
+  if (ref.type() == kind::sint) return ref.int_value();
+  if (ref.type() == kind::uint && ref.uint_value() <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    return static_cast<std::int64_t>(ref.uint_value());
   return fail(fmt::format("{}: expected an integer", field));
 }
 
@@ -58,35 +58,45 @@ std::expected<void, wire_error> read_into(T& out, mp_ref value, std::string_view
   return {};
 }
 
-std::expected<void, wire_error> read_hashes(mp_ref ref, std::string_view field, std::vector<std::uint64_t>& out) {
+/// Reading an array's elements walks to its end, so these readers return the value after it:
+/// the caller moves on without skipping the array a second time.
+using after_value = std::expected<mp_ref, wire_error>;
+
+after_value read_hashes(mp_ref ref, std::string_view field, std::vector<std::uint64_t>& out) {
   if (!ref.is_array()) return fail(fmt::format("{}: expected an array", field));
   out.reserve(ref.size());
-  mp_ref item = ref.first_child();
-  for (std::uint32_t i = 0; i < ref.size(); ++i, item = item.next_sibling()) {
-    auto hash = read_hash(item, field);
+  mp_elements items(ref);
+  while (!items.done()) {
+    if (auto hash = items.next_uint()) {
+      out.push_back(*hash);
+      continue;
+    }
+    auto hash = read_hash(items.next(), field);
     if (!hash) return std::unexpected(hash.error());
     out.push_back(*hash);
   }
-  return {};
+  return items.after();
 }
 
 /// Token ids: ints, or SGLang EAGLE `[token, next_token]` pairs, of which the first is the
 /// token at that position (what the router's own tokenization yields).
-std::expected<void, wire_error> read_tokens(mp_ref ref, std::vector<std::uint32_t>& out) {
+after_value read_tokens(mp_ref ref, std::vector<std::uint32_t>& out) {
   if (!ref.is_array()) return fail("token_ids: expected an array");
   out.reserve(ref.size());
-  mp_ref item = ref.first_child();
-  for (std::uint32_t i = 0; i < ref.size(); ++i, item = item.next_sibling()) {
-    mp_ref token = item;
-    if (item.is_array()) {
-      if (item.size() == 0) return fail("token_ids: empty token pair");
-      token = item.first_child();
+  mp_elements items(ref);
+  for (std::uint32_t i = 0; !items.done(); ++i) {
+    std::optional<std::uint64_t> token = items.next_uint();
+    if (!token) {
+      const mp_ref item = items.next();
+      if (item.is_array() && item.size() == 0) return fail("token_ids: empty token pair");
+      if (const mp_ref first = item.is_array() ? item.first_child() : item; first.type() == kind::uint)
+        token = first.uint_value();
     }
-    if (token.type() != kind::uint || token.node().u > std::numeric_limits<std::uint32_t>::max())
+    if (!token || *token > std::numeric_limits<std::uint32_t>::max())
       return fail(fmt::format("token_ids[{}]: expected a token id in 0..2^32-1", i));
-    out.push_back(static_cast<std::uint32_t>(token.node().u));
+    out.push_back(static_cast<std::uint32_t>(*token));
   }
-  return {};
+  return items.after();
 }
 
 bool is_hex_digest(std::string_view s) {
@@ -101,10 +111,24 @@ bool is_hex_digest(std::string_view s) {
 /// block, the cache salt. A bare string is the LoRA name if it equals the event's `lora_name`,
 /// an image if it is a 64-hex digest, the cache salt if it is the last key of block 0, and
 /// otherwise an image identifier.
+///
+/// Every image takes at least one token of the sequence, so an event naming more images than it
+/// has tokens is malformed (and cannot make the decoded batch outgrow its payload).
 std::expected<void, wire_error> read_extra_keys(mp_ref ref, kv_stored& event) {
   if (ref.is_nil()) return {};
+  auto add_image = [&event](block_image_hash image) -> std::expected<void, wire_error> {
+    if (event.images.size() >= event.token_ids.size()) return fail("extra_keys: more images than tokens");
+    event.images.push_back(std::move(image));
+    return {};
+  };
   if (!ref.is_array()) return fail("extra_keys: expected an array or nil");
+  // Reserved from a count of the keys (headers only), so the images never grow by doubling.
+  std::size_t keys = 0;
   mp_ref block = ref.first_child();
+  for (std::uint32_t b = 0; b < ref.size(); ++b, block = block.next_sibling())
+    if (block.is_array()) keys += block.size();
+  event.images.reserve(std::min(keys, event.token_ids.size()));
+  block = ref.first_child();
   for (std::uint32_t b = 0; b < ref.size(); ++b, block = block.next_sibling()) {
     if (block.is_nil()) continue;
     if (!block.is_array()) return fail(fmt::format("extra_keys[{}]: expected an array or nil", b));
@@ -120,15 +144,16 @@ std::expected<void, wire_error> read_extra_keys(mp_ref ref, kv_stored& event) {
           image.offset = *offset;
         }
         image.hash = image_hash_of_identifier(image.identifier);
-        event.images.push_back(std::move(image));
+        if (auto added = add_image(std::move(image)); !added) return added;
       } else if (key.is_str()) {
         const std::string_view text = key.str();
-        if (!event.lora_name.empty() && text == event.lora_name) continue;
+        if (text.empty() || (!event.lora_name.empty() && text == event.lora_name)) continue;
         if (!is_hex_digest(text) && b == 0 && k + 1 == block.size()) {
           event.cache_salt = std::string(text);
           continue;
         }
-        event.images.push_back({.block = b, .hash = image_hash_of_identifier(text), .offset = 0, .identifier = std::string(text)});
+        auto added = add_image({.block = b, .hash = image_hash_of_identifier(text), .offset = 0, .identifier = std::string(text)});
+        if (!added) return added;
       }
       // Other key kinds (prompt-embedding digests as bin, future additions) do not affect
       // which blocks match a prompt's tokens; ignored.
@@ -162,10 +187,14 @@ stored_field stored_field_named(std::string_view key) {
   return stored_field::unknown;
 }
 
-/// Reads one BlockStored field. `extra_keys` are read last (they need `lora_name`), so the
-/// caller passes them back through `deferred_extra_keys`.
-std::expected<void, wire_error> read_stored_field(stored_field field, mp_ref value, kv_stored& event,
-                                                  std::optional<mp_ref>& deferred_extra_keys) {
+/// Reads one BlockStored field and returns the value after it. `extra_keys` are read last
+/// (they need `lora_name`), so the caller passes them back through `deferred_extra_keys`.
+after_value read_stored_field(stored_field field, mp_ref value, kv_stored& event,
+                              std::optional<mp_ref>& deferred_extra_keys) {
+  auto then_next = [&value](std::expected<void, wire_error> read) -> after_value {
+    if (!read) return std::unexpected(read.error());
+    return value.next_sibling();
+  };
   switch (field) {
     case stored_field::block_hashes: return read_hashes(value, "block_hashes", event.block_hashes);
     case stored_field::parent_block_hash:
@@ -174,30 +203,32 @@ std::expected<void, wire_error> read_stored_field(stored_field field, mp_ref val
         if (!parent) return std::unexpected(parent.error());
         event.parent_block_hash = *parent;
       }
-      return {};
+      return value.next_sibling();
     case stored_field::token_ids: return read_tokens(value, event.token_ids);
     case stored_field::block_size: {
       auto size = read_int(value, "block_size");
       if (!size) return std::unexpected(size.error());
       if (*size <= 0 || *size > (1 << 20)) return fail(fmt::format("block_size: {} is out of range", *size));
       event.block_size = static_cast<std::uint32_t>(*size);
-      return {};
+      return value.next_sibling();
     }
-    case stored_field::lora_id: return read_into(event.lora_id, value, "lora_id");
-    case stored_field::medium: return read_into(event.medium, value, "medium");
+    case stored_field::lora_id: return then_next(read_into(event.lora_id, value, "lora_id"));
+    case stored_field::medium: return then_next(read_into(event.medium, value, "medium"));
     case stored_field::lora_name:
       if (value.is_map()) {  // SGLang: a metadata map in this position
         if (auto salt = value.find("cache_salt"); salt && salt->is_str()) event.cache_salt = std::string(salt->str());
-        return {};
+        return value.next_sibling();
       }
-      return read_into(event.lora_name, value, "lora_name");
-    case stored_field::extra_keys: deferred_extra_keys = value; return {};
-    case stored_field::group_idx: return read_into(event.group_idx, value, "group_idx");
-    case stored_field::kv_cache_spec_kind: return read_into(event.kv_cache_spec_kind, value, "kv_cache_spec_kind");
-    case stored_field::sliding_window: return read_into(event.sliding_window, value, "kv_cache_spec_sliding_window");
-    case stored_field::unknown: return {};
+      return then_next(read_into(event.lora_name, value, "lora_name"));
+    case stored_field::extra_keys: deferred_extra_keys = value; return value.next_sibling();
+    case stored_field::group_idx: return then_next(read_into(event.group_idx, value, "group_idx"));
+    case stored_field::kv_cache_spec_kind:
+      return then_next(read_into(event.kv_cache_spec_kind, value, "kv_cache_spec_kind"));
+    case stored_field::sliding_window:
+      return then_next(read_into(event.sliding_window, value, "kv_cache_spec_sliding_window"));
+    case stored_field::unknown: break;
   }
-  return {};
+  return value.next_sibling();
 }
 
 std::expected<void, wire_error> finish_stored(kv_stored& event, std::optional<mp_ref> extra_keys, bool saw_hashes,
@@ -211,41 +242,52 @@ std::expected<void, wire_error> finish_stored(kv_stored& event, std::optional<mp
   return {};
 }
 
-std::expected<kv_event, wire_error> read_stored_array(mp_ref event_ref) {
+/// A decoded event and, when reading it walked to its end, the value after it.
+struct read_event_result {
+  std::optional<kv_event> event;  ///< nullopt: a tag this router does not know
+  std::optional<mp_ref> after;
+};
+using event_read = std::expected<read_event_result, wire_error>;
+
+event_read read_stored_array(mp_ref event_ref) {
   kv_stored event;
   std::optional<mp_ref> extra_keys;
   if (event_ref.size() < 5) return fail("BlockStored: fewer than 5 elements");
   mp_ref item = event_ref.first_child().next_sibling();
   const std::uint32_t known = std::min<std::uint32_t>(event_ref.size(), static_cast<std::uint32_t>(stored_field::unknown));
-  for (std::uint32_t pos = 1; pos < known; ++pos, item = item.next_sibling()) {
-    auto read = read_stored_field(static_cast<stored_field>(pos), item, event, extra_keys);
-    if (!read) return std::unexpected(read.error());
+  for (std::uint32_t pos = 1; pos < known; ++pos) {
+    auto next = read_stored_field(static_cast<stored_field>(pos), item, event, extra_keys);
+    if (!next) return std::unexpected(next.error());
+    item = *next;
   }
+  for (std::uint32_t pos = known; pos < event_ref.size(); ++pos) item = item.next_sibling();  // newer fields
   auto done = finish_stored(event, extra_keys, true, true, true);
   if (!done) return std::unexpected(done.error());
-  return event;
+  return read_event_result{std::move(event), item};
 }
 
-std::expected<kv_event, wire_error> read_stored_map(mp_ref event_ref) {
+event_read read_stored_map(mp_ref event_ref) {
   kv_stored event;
   std::optional<mp_ref> extra_keys;
   bool saw_hashes = false, saw_tokens = false, saw_block_size = false;
   mp_ref key = event_ref.first_child();
   for (std::uint32_t pair = 0; pair < event_ref.size(); ++pair) {
     const mp_ref value = key.next_sibling();
-    if (key.is_str()) {
-      const stored_field field = stored_field_named(key.str());
-      saw_hashes |= field == stored_field::block_hashes;
-      saw_tokens |= field == stored_field::token_ids;
-      saw_block_size |= field == stored_field::block_size;
-      auto read = read_stored_field(field, value, event, extra_keys);
-      if (!read) return std::unexpected(read.error());
+    if (!key.is_str()) {
+      key = value.next_sibling();
+      continue;
     }
-    key = value.next_sibling();
+    const stored_field field = stored_field_named(key.str());
+    saw_hashes |= field == stored_field::block_hashes;
+    saw_tokens |= field == stored_field::token_ids;
+    saw_block_size |= field == stored_field::block_size;
+    auto next = read_stored_field(field, value, event, extra_keys);
+    if (!next) return std::unexpected(next.error());
+    key = *next;
   }
   auto done = finish_stored(event, extra_keys, saw_hashes, saw_tokens, saw_block_size);
   if (!done) return std::unexpected(done.error());
-  return event;
+  return read_event_result{std::move(event), key};
 }
 
 std::expected<kv_event, wire_error> read_removed(mp_ref hashes, std::optional<mp_ref> medium, std::optional<mp_ref> group) {
@@ -259,8 +301,8 @@ std::expected<kv_event, wire_error> read_removed(mp_ref hashes, std::optional<mp
   return event;
 }
 
-/// nullopt: a tag this router does not know (the caller skips and counts it).
-std::expected<std::optional<kv_event>, wire_error> read_event(mp_ref ref) {
+/// An unknown tag reads as no event (the caller skips and counts it).
+event_read read_event(mp_ref ref) {
   std::string_view tag;
   if (ref.is_array()) {
     if (ref.size() == 0 || !ref.first_child().is_str()) return fail("event: an array event starts with its tag");
@@ -274,9 +316,7 @@ std::expected<std::optional<kv_event>, wire_error> read_event(mp_ref ref) {
   }
 
   if (tag == "BlockStored") {
-    auto event = ref.is_array() ? read_stored_array(ref) : read_stored_map(ref);
-    if (!event) return std::unexpected(event.error());
-    return std::optional<kv_event>(std::move(*event));
+    return ref.is_array() ? read_stored_array(ref) : read_stored_map(ref);
   }
   if (tag == "BlockRemoved") {
     std::expected<kv_event, wire_error> event = fail("BlockRemoved: block_hashes is required");
@@ -291,10 +331,10 @@ std::expected<std::optional<kv_event>, wire_error> read_event(mp_ref ref) {
       event = read_removed(*hashes, ref.find("medium"), ref.find("group_idx"));
     }
     if (!event) return std::unexpected(event.error());
-    return std::optional<kv_event>(std::move(*event));
+    return read_event_result{std::move(*event), std::nullopt};
   }
-  if (tag == "AllBlocksCleared") return std::optional<kv_event>(kv_cleared{});
-  return std::optional<kv_event>{};
+  if (tag == "AllBlocksCleared") return read_event_result{kv_cleared{}, std::nullopt};
+  return read_event_result{};
 }
 
 }  // namespace
@@ -319,19 +359,21 @@ std::uint64_t image_hash_of_identifier(std::string_view identifier) {
 }
 
 std::expected<void, wire_error> kv_wire_decoder::decode_batch(std::span<const std::uint8_t> payload, kv_batch& out) {
-  const scratch_trim trim{tape_};
   out = kv_batch{};
   if (payload.size() > max_payload_bytes)
     return fail(fmt::format("payload of {} bytes exceeds the {}-byte limit", payload.size(), max_payload_bytes));
-  auto root = tape_.parse(payload, max_depth);
+  auto root = mp_parse(payload, max_depth);
   if (!root) return fail(std::string(to_string(root.error())));
 
+  // In the array envelope the rank follows the events, so it is read where the events end
+  // (finding it first would walk the events twice).
   std::optional<mp_ref> ts, events, rank;
+  bool rank_follows_events = false;
   if (root->is_array()) {
     if (root->size() < 2) return fail("batch: expected [ts, events] or [ts, events, dp_rank]");
-    ts = root->element(0);
-    events = root->element(1);
-    if (root->size() >= 3) rank = root->element(2);
+    ts = root->first_child();
+    events = ts->next_sibling();
+    rank_follows_events = root->size() >= 3;
   } else if (root->is_map()) {
     ts = root->find("ts");
     events = root->find("events");
@@ -343,42 +385,49 @@ std::expected<void, wire_error> kv_wire_decoder::decode_batch(std::span<const st
 
   if (ts) {
     switch (ts->type()) {
-      case kind::f64: out.timestamp = ts->node().d; break;
-      case kind::uint: out.timestamp = static_cast<double>(ts->node().u); break;
-      case kind::sint: out.timestamp = static_cast<double>(ts->node().i); break;
+      case kind::f64: out.timestamp = ts->real_value(); break;
+      case kind::uint: out.timestamp = static_cast<double>(ts->uint_value()); break;
+      case kind::sint: out.timestamp = static_cast<double>(ts->int_value()); break;
       case kind::nil: break;
       default: return fail("batch: ts must be a number");
     }
   }
-  if (rank) {
-    auto dp = read_optional_int(*rank, "batch: dp_rank");
-    if (!dp) return std::unexpected(dp.error());
-    out.dp_rank = *dp;
-  }
   if (!events->is_array()) return fail("batch: events must be an array");
-  out.events.reserve(events->size());
+  // A declared length is backed by bytes, but not by bytes of events: reserve no more events
+  // than the payload could hold.
+  out.events.reserve(std::min<std::size_t>(events->size(), payload.size() / min_event_bytes));
   mp_ref event = events->first_child();
-  for (std::uint32_t i = 0; i < events->size(); ++i, event = event.next_sibling()) {
+  for (std::uint32_t i = 0; i < events->size(); ++i) {
     auto decoded = read_event(event);
     if (!decoded) {  // skip it, keep the rest of the batch
       if (out.malformed_events++ == 0) out.first_error = fmt::format("events[{}]: {}", i, decoded.error().message);
+      event = event.next_sibling();
       continue;
     }
-    if (*decoded) out.events.push_back(std::move(**decoded));
+    if (decoded->event) out.events.push_back(std::move(*decoded->event));
     else ++out.unknown_events;
+    event = decoded->after ? *decoded->after : event.next_sibling();
+  }
+  if (rank_follows_events) rank = events->size() > 0 ? event : events->next_sibling();
+  if (rank) {
+    auto dp = read_optional_int(*rank, "batch: dp_rank");
+    if (!dp) {
+      out = kv_batch{};
+      return std::unexpected(dp.error());
+    }
+    out.dp_rank = *dp;
   }
   return {};
 }
 
 std::expected<kv_event, wire_error> kv_wire_decoder::decode_event(std::span<const std::uint8_t> payload) {
-  const scratch_trim trim{tape_};
   if (payload.size() > max_payload_bytes) return fail("payload exceeds the size limit");
-  auto root = tape_.parse(payload, max_depth);
+  auto root = mp_parse(payload, max_depth);
   if (!root) return fail(std::string(to_string(root.error())));
   auto decoded = read_event(*root);
   if (!decoded) return std::unexpected(decoded.error());
-  if (!*decoded) return fail("event: unknown tag");
-  return std::move(**decoded);
+  if (!decoded->event) return fail("event: unknown tag");
+  return std::move(*decoded->event);
 }
 
 }  // namespace kvr

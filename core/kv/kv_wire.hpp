@@ -5,8 +5,10 @@
 /// / bin hashes, nil parents, SGLang's 7 / 8-element stores with a metadata map, EAGLE token
 /// pairs, `extra_keys` (LoRA name, `[identifier, offset]` image pairs or bare identifiers,
 /// cache salt). Unknown keys and trailing elements are ignored; unknown tags are skipped and
-/// counted without losing the rest of the batch. Malformed input is an error, never a crash,
-/// and memory is bounded by the payload size.
+/// counted without losing the rest of the batch. Malformed input is an error, never a crash.
+/// Decoding reads the payload in place (core/kv/msgpack_view): it keeps no scratch, and what it
+/// allocates is the decoded batch itself, whose reservations are bounded by the bytes that back
+/// them, never by a declared length.
 
 #include <cstdint>
 #include <expected>
@@ -15,7 +17,7 @@
 #include <string_view>
 
 #include "core/kv/kv_event.hpp"
-#include "core/kv/msgpack_tape.hpp"
+#include "core/kv/msgpack_view.hpp"
 
 namespace kvr {
 
@@ -32,35 +34,23 @@ struct wire_error {
 /// first 16 hex digits; anything else is hashed with XXH3-64 (seed 0).
 [[nodiscard]] std::uint64_t image_hash_of_identifier(std::string_view identifier);
 
-/// Decodes payloads; reuses its buffers across calls (one decoder per thread).
+/// Decodes payloads. Stateless apart from its limits; one per thread is the habit.
 class kv_wire_decoder {
  public:
   /// Payloads larger than this are rejected before parsing (counted as decode errors). A
-  /// scheduler step's events are far smaller (32 k prefilled tokens are ~160 KB); the decoder
-  /// needs up to 32 bytes per msgpack value, so this bounds its memory to 128 MiB at worst.
+  /// scheduler step's events are far smaller (32 k prefilled tokens are ~160 KB).
   static constexpr std::size_t max_payload_bytes = 4u << 20;
-  /// Scratch nodes kept between payloads (2 MiB); a larger payload's scratch is given back.
-  static constexpr std::size_t retained_nodes = 65536;
   /// Deepest nesting any real shape needs is 6 (envelope, events, event, extra_keys, block,
   /// image pair).
   static constexpr std::uint32_t max_depth = 12;
+  /// The smallest encoding of an event the decoder keeps (`["BlockRemoved", []]`, 15 bytes).
+  static constexpr std::size_t min_event_bytes = 15;
 
   /// One batch (array or map envelope). `out` is overwritten. A malformed envelope is an
   /// error; a malformed event inside a good envelope is skipped and counted in `out`.
   std::expected<void, wire_error> decode_batch(std::span<const std::uint8_t> payload, kv_batch& out);
   /// One event on its own (array or map form); an unknown tag is an error here.
   std::expected<kv_event, wire_error> decode_event(std::span<const std::uint8_t> payload);
-
-  /// Scratch memory the decoder keeps between payloads.
-  [[nodiscard]] std::size_t retained_bytes() const { return tape_.retained_bytes(); }
-
- private:
-  /// Gives the tape's scratch beyond `retained_nodes` back when a decode ends.
-  struct scratch_trim {
-    mp_tape& tape;
-    ~scratch_trim() { tape.release_beyond(retained_nodes); }
-  };
-  mp_tape tape_;
 };
 
 }  // namespace kvr

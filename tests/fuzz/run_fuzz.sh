@@ -2,6 +2,8 @@
 # Builds a libFuzzer target with clang-16 and runs it briefly (1 M runs or 60 s, whichever
 # first). Exits non-zero on any crash, sanitizer report, leak, or allocation over 256 MiB.
 #   kv_wire: the KV-event decoder and index apply, seeded with the KV-event test vectors;
+#   kv_stream: scripts of live and replayed batches through the sequence tracker, decoder and
+#            index (state machine fuzzing), seeded with scripts carrying the test vectors;
 #   media:   image headers and data: URIs, seeded with small images of every format;
 #   request: request bodies through the shape check, routing inputs, prompt plan, chat template
 #            and tokenizer, seeded with chat and completion bodies;
@@ -10,19 +12,23 @@
 # clang-16: libstdc++ 12 gates <expected> on __cpp_concepts >= 202002L; clang 16 implements
 # what that needs (P0848) but still advertises 201907L, so the macro is raised for this build.
 #
-#   tests/fuzz/run_fuzz.sh kv_wire|media|request|config WORK_DIR [extra libFuzzer flags]
+#   tests/fuzz/run_fuzz.sh kv_wire|kv_stream|media|request|config WORK_DIR [extra libFuzzer flags]
 #   (longer runs: add -max_total_time=3600 -runs=-1; a crash leaves its input in WORK_DIR)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-target=${1:?usage: run_fuzz.sh kv_wire|media WORK_DIR}
-work=${2:?usage: run_fuzz.sh kv_wire|media WORK_DIR}
+target=${1:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config WORK_DIR}
+work=${2:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config WORK_DIR}
 shift 2
 mkdir -p "$work/corpus-$target"
 binary="$work/${target}_fuzz"
 
 case "$target" in
   kv_wire)
-    sources=(tests/fuzz/kv_wire_fuzz.cpp core/kv/msgpack_tape.cpp core/kv/kv_wire.cpp core/kv/kv_apply.cpp
+    sources=(tests/fuzz/kv_wire_fuzz.cpp core/kv/msgpack_view.cpp core/kv/kv_wire.cpp core/kv/kv_apply.cpp
+             core/routing/prefix_index.cpp core/kv/block_hash.cpp)
+    libs=(-lfmt -lxxhash) ;;
+  kv_stream)
+    sources=(tests/fuzz/kv_stream_fuzz.cpp core/kv/msgpack_view.cpp core/kv/kv_wire.cpp core/kv/kv_apply.cpp
              core/routing/prefix_index.cpp core/kv/block_hash.cpp)
     libs=(-lfmt -lxxhash) ;;
   media)
@@ -64,12 +70,25 @@ elif target == "config":
     repo = src.parent.parent.parent
     (dst / "seed-example").write_bytes((repo / "docs" / "router.example.json").read_bytes())
     (dst / "seed-worker").write_text("http://[::1]:8000,kv=tcp://h:5557,replay=tcp://h:5600,dp=2,id=w0,topic=kv")
-elif target == "kv_wire":
+elif target in ("kv_wire", "kv_stream"):
+    vectors = {}
     for tsv in src.glob("*.tsv"):
         for line in tsv.read_text().splitlines():
             if line and not line.startswith("#"):
-                name, payload = line.split("\t")[0], line.split("\t")[-1]
-                (dst / f"seed-{name}").write_bytes(bytes.fromhex(payload))
+                name, payload = line.split("\t")[0], bytes.fromhex(line.split("\t")[-1])
+                if len(payload) < 256:
+                    vectors[name] = payload
+    if target == "kv_wire":
+        for name, payload in vectors.items():
+            (dst / f"seed-{name}").write_bytes(payload)
+    else:
+        # Scripts: replay on; in order, a gap, a replay that fills it, an end; a restart.
+        def live(step, payload): return bytes([0, step, len(payload)]) + payload
+        def replayed(step, payload): return bytes([1, step, len(payload)]) + payload
+        for name, p in vectors.items():
+            script = bytes([1]) + live(0, p) + live(1, p) + live(3, p) + replayed(0x81, p) + replayed(1, p) + \
+                bytes([2]) + live(2, p) + bytes([0, 0xf0, len(p)]) + p + live(0xf4, p) + bytes([3])
+            (dst / f"seed-{name}").write_bytes(script)
 else:
     def chunk(kind, data):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))

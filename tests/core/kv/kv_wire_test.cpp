@@ -1,10 +1,14 @@
 #include "core/kv/kv_wire.hpp"
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <map>
 #include <sstream>
 
 #include <gtest/gtest.h>
+
+#include "core/kv/kv_encode.hpp"
 
 namespace kvr {
 namespace {
@@ -310,21 +314,21 @@ TEST(kv_wire, a_payload_over_the_limit_is_refused_before_parsing) {
   auto decoded = decoder.decode_batch(huge, batch);
   ASSERT_FALSE(decoded);
   EXPECT_NE(decoded.error().message.find("exceeds the 4194304-byte limit"), std::string::npos) << decoded.error().message;
-  EXPECT_LE(decoder.retained_bytes(), 64u * 1024) << "nothing was parsed";
 }
 
-TEST(kv_wire, the_scratch_of_a_huge_payload_of_tiny_values_is_given_back) {
-  // An array32 of 3 M positive fixints: the most values a payload under the limit can hold.
-  const std::uint32_t n = 3u << 20;
-  std::vector<std::uint8_t> payload{0xdd, static_cast<std::uint8_t>(n >> 24), static_cast<std::uint8_t>(n >> 16),
-                                    static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n)};
-  payload.resize(payload.size() + n, 0x01);
+TEST(kv_wire, an_event_naming_more_images_than_tokens_is_malformed) {
+  // One BlockStored of one 2-token block whose extra_keys name three images.
+  kv_stored stored{.block_hashes = {7}, .token_ids = {1, 2}, .block_size = 2};
+  for (int i = 0; i < 3; ++i) stored.images.push_back({.block = 0, .hash = 0, .offset = 0, .identifier = fmt::format("img{}", i)});
+  kv_batch one;
+  one.events.push_back(stored);
+  const auto payload = encode_kv_batch(one);
   kv_wire_decoder decoder;
   kv_batch batch;
-  EXPECT_FALSE(decoder.decode_batch(payload, batch)) << "not a batch";
-  EXPECT_LE(decoder.retained_bytes(), kv_wire_decoder::retained_nodes * 32 + 8192)
-      << "the scratch above the high-water mark is released";
-  EXPECT_TRUE(decoder.decode_batch(payload, batch).error().message.size() > 0) << "and it decodes (and refuses) the next one";
+  ASSERT_TRUE(decoder.decode_batch(payload, batch));
+  EXPECT_TRUE(batch.events.empty());
+  EXPECT_EQ(batch.malformed_events, 1u);
+  EXPECT_NE(batch.first_error.find("more images than tokens"), std::string::npos) << batch.first_error;
 }
 
 }  // namespace
