@@ -118,7 +118,7 @@ const option_table<options>& serving_options() {
     t.push_back(flag_switch<options>("--media-allow-private",
                                      "image URLs may resolve to loopback / private addresses (SSRF guard off)",
                                      [](auto& o) -> auto& { return o.serve.pipeline.media.allow_private; }));
-    t.push_back(duration<options>("--media-timeout-ms", "longest an image's dimension fetch may take, redirects included",
+    t.push_back(duration<options>("--media-timeout-ms", "longest an image's dimension fetch may take, name resolution and redirects included",
                                   [](auto& o) -> auto& { return o.serve.pipeline.media.timeout; }, 1, 600000));
     t.push_back(integer<options>("--media-cache-entries", "N", "image dimensions cached per set",
                                  [](auto& o) -> auto& { return o.serve.pipeline.media.cache_entries; }, 1, 10000000));

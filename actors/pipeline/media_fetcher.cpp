@@ -15,6 +15,7 @@
 #include <boost/beast/ssl.hpp>
 #include <fmt/format.h>
 
+#include "actors/pipeline/name_resolver.hpp"
 #include "core/media/fetch_policy.hpp"
 
 namespace kvr {
@@ -55,6 +56,9 @@ struct media_fetcher::impl {
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   ssl::context tls{ssl::context::tls_client};
+  /// Lookups on threads of their own (after `io`: it goes first and delivers nothing after).
+  name_resolver resolver;
+  static constexpr std::size_t resolver_threads = 4;
 
   struct cache_entry {
     image_dims dims;
@@ -77,7 +81,8 @@ struct media_fetcher::impl {
   static constexpr std::size_t max_idle_per_host = 4;
   static constexpr std::chrono::seconds idle_lifetime{15};
 
-  impl(media_fetch_settings s, std::shared_ptr<media_fetch_counters> c) : settings(std::move(s)), counters(std::move(c)) {
+  impl(media_fetch_settings s, std::shared_ptr<media_fetch_counters> c, name_resolver::lookup_fn lookup)
+      : settings(std::move(s)), counters(std::move(c)), resolver(io, resolver_threads, std::move(lookup)) {
     tls.set_default_verify_paths();
     tls.set_verify_mode(ssl::verify_peer);
     if (!settings.ca_file.empty()) tls.load_verify_file(settings.ca_file);  // throws with the reason
@@ -134,17 +139,24 @@ struct media_fetcher::impl {
 
 namespace {
 
-/// One URL's fetch: resolve, check, connect, range GET, maybe a larger range, maybe redirects.
+/// One URL's fetch: resolve, check, connect, range GET, maybe a larger range, maybe redirects,
+/// all under one deadline: when it passes, whatever step is running is abandoned.
 class fetch_op : public std::enable_shared_from_this<fetch_op> {
  public:
   fetch_op(media_fetcher::impl& owner, std::string url)
-      : owner_(owner), url_(std::move(url)), resolver_(owner.io),
-        deadline_(steady::now() + owner.settings.timeout) {}
+      : owner_(owner), url_(std::move(url)), deadline_(steady::now() + owner.settings.timeout),
+        deadline_timer_(owner.io, deadline_) {}
 
   void start() {
     auto parsed = parse_http_url(url_);
     if (!parsed) return refuse(parsed.error());
     target_ = *parsed;
+    deadline_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || self->finished_) return;
+      self->fail(fmt::format("timed out after {} ms", self->owner_.settings.timeout.count()));
+      self->lookup_.reset();  // a lookup still waiting for DNS is abandoned
+      if (self->plain_ || self->tls_) self->tcp_layer().close();  // pending I/O ends, its outcome ignored
+    });
     attempt();
   }
 
@@ -208,11 +220,12 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
       plain_ = std::make_unique<beast::tcp_stream>(owner_.io);
     }
     auto self = shared_from_this();
-    resolver_.async_resolve(target_.host, target_.port, [self](beast::error_code ec, tcp::resolver::results_type results) {
+    lookup_ = owner_.resolver.resolve(target_.host, target_.port, [self](beast::error_code ec, name_resolver::endpoints found) {
+      self->lookup_.reset();
       if (ec) return self->fail("cannot resolve " + self->target_.host + ": " + ec.message());
       std::vector<tcp::endpoint> allowed;
-      for (const auto& entry : results)
-        if (self->owner_.settings.allow_private || !forbidden(entry.endpoint().address())) allowed.push_back(entry.endpoint());
+      for (const auto& endpoint : found)
+        if (self->owner_.settings.allow_private || !forbidden(endpoint.address())) allowed.push_back(endpoint);
       if (allowed.empty())
         return self->refuse(self->target_.host + " resolves to a loopback, private, link-local or multicast address");
       self->tcp_layer().expires_at(self->deadline_);
@@ -294,24 +307,38 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
     fail("not a supported image (or its header is beyond 64 KiB)");
   }
 
+  /// Each ends the fetch once; whatever completes after the first (an I/O step aborted by the
+  /// deadline) changes nothing.
   void refuse(const std::string& why) {
+    if (!finish_once()) return;
     ++owner_.counters->refusals;
     owner_.finish(url_, std::unexpected(why));
   }
   void fail(const std::string& why) {
+    if (!finish_once()) return;
     ++owner_.counters->failures;
     owner_.finish(url_, std::unexpected(why));
   }
-  void done(image_dims dims) { owner_.finish(url_, dims); }
+  void done(image_dims dims) {
+    if (finish_once()) owner_.finish(url_, dims);
+  }
+  bool finish_once() {
+    if (finished_) return false;
+    finished_ = true;
+    deadline_timer_.cancel();
+    return true;
+  }
 
   media_fetcher::impl& owner_;
   std::string url_;
   parsed_url target_;
-  tcp::resolver resolver_;
+  name_resolver::ticket lookup_;  ///< the lookup in flight, if any
   std::unique_ptr<beast::tcp_stream> plain_;                 ///< http
   std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls_;  ///< https
   bool reused_ = false;                                      ///< the connection came from the pool
   steady::time_point deadline_;
+  asio::steady_timer deadline_timer_;
+  bool finished_ = false;
   std::size_t range_ = first_range;
   std::size_t redirects_ = 0;
   http::request<http::empty_body> request_;
@@ -323,8 +350,9 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
 
 void media_fetcher::impl::start_fetch(std::string url) { std::make_shared<fetch_op>(*this, std::move(url))->start(); }
 
-media_fetcher::media_fetcher(media_fetch_settings settings, std::shared_ptr<media_fetch_counters> counters)
-    : impl_(std::make_unique<impl>(settings, std::move(counters))) {}
+media_fetcher::media_fetcher(media_fetch_settings settings, std::shared_ptr<media_fetch_counters> counters,
+                             name_resolver::lookup_fn lookup)
+    : impl_(std::make_unique<impl>(settings, std::move(counters), std::move(lookup))) {}
 
 media_fetcher::~media_fetcher() = default;
 

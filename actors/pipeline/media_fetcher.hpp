@@ -7,7 +7,8 @@
 /// header does not fit (a 206, or a 200 whose whole body fits, is accepted), over kept-alive
 /// connections pooled per host. Results are cached
 /// by URL (bounded, LRU, with a TTL); concurrent requests for one URL share one fetch; at most
-/// `max_concurrent` fetches run at once (the rest queue); each has a timeout. URLs must be
+/// `max_concurrent` fetches run at once (the rest queue); each has one deadline over all of its
+/// steps, name resolution included (actors/pipeline/name_resolver). URLs must be
 /// http or https (certificates verified against the system's CAs and the host name, SNI
 /// sent), and resolve to public addresses unless `allow_private` (core/media/fetch_policy), checked
 /// again after each of at most 3 redirects. A detached actor drives its I/O
@@ -24,6 +25,7 @@
 #include <string>
 
 #include "actors/pipeline/component.hpp"
+#include "actors/pipeline/name_resolver.hpp"
 #include "actors/pipeline/pipeline_settings.hpp"
 #include "core/media/media.hpp"
 
@@ -42,7 +44,9 @@ class media_fetcher final : public pollable_component {
   using result = std::expected<image_dims, std::string>;
   using callback = std::function<void(const result&)>;
 
-  media_fetcher(media_fetch_settings settings, std::shared_ptr<media_fetch_counters> counters);
+  /// `lookup`: how host names resolve (the system's resolver unless a test injects one).
+  media_fetcher(media_fetch_settings settings, std::shared_ptr<media_fetch_counters> counters,
+                name_resolver::lookup_fn lookup = name_resolver::system_lookup());
   ~media_fetcher() override;
   media_fetcher(const media_fetcher&) = delete;
   media_fetcher& operator=(const media_fetcher&) = delete;
