@@ -36,6 +36,7 @@ nlohmann::json to_json(const kv_publisher_stats& s) {
           {"live_batches", s.live_batches},
           {"replay_batches", s.replay_batches},
           {"decode_errors", s.decode_errors},
+          {"replays_cut_short", s.replays_cut_short},
           {"applied", s.sequence.applied},
           {"duplicates", s.sequence.duplicates},
           {"gaps", s.sequence.gaps},

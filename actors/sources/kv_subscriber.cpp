@@ -49,6 +49,7 @@ struct kv_subscriber::impl {
     std::unique_ptr<zmq::socket_t> sub;     // connect mode only
     std::unique_ptr<zmq::socket_t> replay;  // open while a replay runs
     clock_type::time_point replay_deadline{};
+    std::optional<clock_type::time_point> replay_last_batch;  ///< when this replay's latest batch came
     std::optional<clock_type::time_point> replay_due;  ///< a replay waits out its back-off until then
     kv_publisher_stats stats;
 
@@ -174,6 +175,7 @@ struct kv_subscriber::impl {
         return;
       }
       ++p.stats.replay_batches;
+      p.replay_last_batch = clock_type::now();
       kv_batch batch = decode(p, frames.back());
       apply_action(p, p.tracker.on_replay(seq, batch), batch);
     }
@@ -216,6 +218,7 @@ struct kv_subscriber::impl {
       return;
     }
     p.replay_deadline = clock_type::now() + settings.replay_timeout;
+    p.replay_last_batch.reset();
   }
 
   void end_replay(publisher_state& p, bool completed) {
@@ -239,7 +242,12 @@ struct kv_subscriber::impl {
   void check_replay_deadlines() {
     const auto now = clock_type::now();
     for (auto& p : publishers) {
-      if (p->replay && now >= p->replay_deadline) end_replay(*p, false);
+      if (p->replay && p->replay_last_batch && now - *p->replay_last_batch >= settings.replay_quiet) {
+        ++p->stats.replays_cut_short;  // its end marker was dropped with the rest: carry on from here
+        end_replay(*p, true);
+      } else if (p->replay && now >= p->replay_deadline) {
+        end_replay(*p, false);
+      }
       if (p->replay_due && now >= *p->replay_due) {
         p->replay_due.reset();
         if (p->tracker.replaying() && !p->replay) request_replay(*p);

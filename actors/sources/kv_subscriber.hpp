@@ -43,6 +43,11 @@ struct kv_subscriber_settings {
   std::vector<kv_publisher> publishers;
   std::string bind_endpoint;  ///< non-empty: bind one SUB here instead of connecting
   std::chrono::milliseconds replay_timeout{5000};
+  /// A replay that delivered batches and then went quiet this long is over: engines answer
+  /// from a ROUTER socket, which drops what exceeds its send high-water mark (1000 messages by
+  /// default), end marker included, so a large replay buffer arrives cut short. The batches
+  /// that came count; the next replay asks from where they stopped.
+  std::chrono::milliseconds replay_quiet{500};
   std::size_t max_batches_per_delivery = 256;
 };
 
@@ -52,6 +57,7 @@ struct kv_publisher_stats {
   std::uint64_t live_batches = 0;
   std::uint64_t replay_batches = 0;
   std::uint64_t decode_errors = 0;  ///< payloads or frames that could not be decoded (dropped)
+  std::uint64_t replays_cut_short = 0;  ///< replays that went quiet without their end marker
   seq_counters sequence;
 };
 

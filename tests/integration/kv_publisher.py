@@ -31,7 +31,7 @@ class Engine:
     encoding: "vllm-array" (int64 hashes, 12-element stores, 3-frame replay replies) or
     "vllm-map" (32-byte bin hashes, map events, 4-frame replay replies with the topic)."""
 
-    def __init__(self, context, encoding, block_size, topic=b"", rng_seed=0, forgetful_replay=False):
+    def __init__(self, context, encoding, block_size, topic=b"", rng_seed=0, forgetful_replay=False, replay_limit=None):
         self.encoding = encoding
         self.block_size = block_size
         self.topic = topic
@@ -49,6 +49,9 @@ class Engine:
         self.stop = False
         self.replay_requests = 0
         self.forgetful_replay = forgetful_replay  # every replay answers with only the end marker
+        # Answers at most this many batches per replay and drops the rest with the end marker,
+        # as a ROUTER socket does past its send high-water mark (vLLM's, 1000 by default).
+        self.replay_limit = replay_limit
         self.replay_thread = threading.Thread(target=self._serve_replay, daemon=True)
         self.replay_thread.start()
 
@@ -140,12 +143,14 @@ class Engine:
             start = struct.unpack(">Q", start)[0]
             with self.lock:
                 batches = [] if self.forgetful_replay else [(s, p) for s, p in self.buffer if s >= start]
-            for s, p in batches:
+            cut_short = self.replay_limit is not None and len(batches) > self.replay_limit
+            for s, p in batches[:self.replay_limit]:
                 frames = [identity, b"", struct.pack(">Q", s), p]
                 if self.encoding == "vllm-map":
                     frames.insert(2, self.topic)
                 self.router.send_multipart(frames)
-            self.router.send_multipart([identity, b"", END_MARKER, b""])
+            if not cut_short:
+                self.router.send_multipart([identity, b"", END_MARKER, b""])
 
     def close(self):
         self.stop = True

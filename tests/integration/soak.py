@@ -96,7 +96,7 @@ write_config(0.0)
 router = Router(kvrouter, None, [], "--config", config_path, "--fault-injection", "--health-interval-ms", "500",
                 "--unhealthy-backoff-ms", "1000", "--restart-backoff-ms", "200")
 
-kills = []        # times an engine was killed
+kills = []        # times an engine was killed or restarted
 failures = []     # (time, status or error) of requests that failed
 completed = [0]
 left_early = [0]
@@ -168,7 +168,9 @@ while time.time() < end:
         e.start()
     elif action == "drop_batches":
         rng.choice(engines).post("/mocker/faults", {"drop_batches_pct": rng.choice([0, 10, 50])})
-    elif action == "restart_engine_cache":
+    elif action == "restart_engine_cache":  # an engine restart in place: its running requests end
+        with lock:
+            kills.append(time.time())
         rng.choice(engines).post("/mocker/restart", {})
     elif action == "reload":
         write_config(rng.choice([0.0, 0.1]))
