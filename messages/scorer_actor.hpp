@@ -19,6 +19,8 @@ using scorer_actor = caf::typed_actor<
     caf::reacts_to<lifecycle_batch_ptr>,
     /// The health checker's verdict on a worker: up (true) or down (false).
     caf::reacts_to<worker_health_atom, std::uint32_t, bool>,
+    /// New cost-function weights from a reload (the index and bookings stay).
+    caf::reacts_to<router_config_ptr>,
     /// Periodic housekeeping (expiry, the published snapshot).
     caf::reacts_to<tick_atom>,
     /// The index and its counters as JSON (operators and tests).

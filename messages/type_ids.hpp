@@ -18,6 +18,8 @@ namespace kvr {
 struct routing_table;  ///< actors/http/routing_table.hpp
 /// Card JSON by etcd key (actors/sources/etcd_source.hpp has the source).
 using etcd_cards = std::map<std::string, std::string>;
+/// A running set's new cost-function weights (a reload that retunes it in place).
+using router_config_ptr = std::shared_ptr<const router_config>;
 }  // namespace kvr
 
 CAF_BEGIN_TYPE_ID_BLOCK(kvr, caf::first_custom_type_id)
@@ -43,6 +45,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvr, caf::first_custom_type_id)
   CAF_ADD_ATOM(kvr, kvr, fault_atom, "fault")
   CAF_ADD_TYPE_ID(kvr, (std::shared_ptr<const kvr::routing_table>))
   CAF_ADD_ATOM(kvr, kvr, stop_atom, "stop")
+  CAF_ADD_TYPE_ID(kvr, (kvr::router_config_ptr))
 
   // -- operator / debug requests
   CAF_ADD_ATOM(kvr, kvr, dump_index_atom, "dumpindex")
@@ -57,3 +60,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::lifecycle_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::router_file>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::etcd_cards>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::routing_table>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::router_config_ptr)

@@ -56,6 +56,7 @@ scorer_actor::behavior_type scorer(scorer_actor::stateful_pointer<scorer_state> 
         self->state.router->on_health(worker, up, clock_type::now());
         self->state.publish();
       },
+      [self](const router_config_ptr& config) { self->state.router->retune(*config); },
       [self](tick_atom) {
         self->state.router->tick(clock_type::now());
         self->state.publish();

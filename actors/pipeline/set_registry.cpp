@@ -65,6 +65,12 @@ std::expected<std::shared_ptr<routing_table>, std::string> set_registry::apply(c
     }
     started[name] = std::move(*set);
   }
+  for (const std::string& name : plan.retune) {
+    const auto card = std::find_if(next.sets.begin(), next.sets.end(), [&](const auto& c) { return c.name == name; });
+    running_set& set = *running_.at(name);
+    set.route.config = effective_config(next, *card);  // ingress's local picks read it from the table
+    caf::anon_send(set.route.scorer, std::make_shared<const router_config>(set.route.config));
+  }
   for (const std::string& name : plan.stop) {
     retire(running_.at(name));
     running_.erase(name);

@@ -61,8 +61,24 @@ router_file file_from_etcd(const router_config& global, const etcd_cards& cards,
   throw std::runtime_error(file.error().message);  // e.g. two keys serving one model
 }
 
-std::string names(const std::vector<std::string>& list) {
-  return list.empty() ? "-" : fmt::format("{}", fmt::join(list, ", "));
+/// "restarted a; started c; stopped b; retuned d; kept e": what a reload did, naming only the
+/// kinds of change it made (a set both stopped and started is restarted).
+std::string describe(const reload_plan& plan) {
+  std::vector<std::string> restarted, started, stopped;
+  for (const std::string& name : plan.start)
+    (std::ranges::find(plan.stop, name) != plan.stop.end() ? restarted : started).push_back(name);
+  for (const std::string& name : plan.stop)
+    if (std::ranges::find(plan.start, name) == plan.start.end()) stopped.push_back(name);
+  std::vector<std::string> parts;
+  auto add = [&parts](std::string_view verb, const std::vector<std::string>& list) {
+    if (!list.empty()) parts.push_back(fmt::format("{} {}", verb, fmt::join(list, ", ")));
+  };
+  add("restarted", restarted);
+  add("started", started);
+  add("stopped", stopped);
+  add("retuned in place", plan.retune);
+  add("kept", plan.keep);
+  return fmt::format("{}", fmt::join(parts, "; "));
 }
 
 struct watcher_state {
@@ -93,9 +109,8 @@ struct watcher_state {
     auto table = registry->apply(next, changes);
     if (!table) return table.error();
     publish(*table, std::move(installed));
-    if (!source.empty() && (!changes.start.empty() || !changes.stop.empty()))
-      std::cerr << fmt::format("kvrouter: {}: kept {}; started {}; stopped {}\n", source, names(changes.keep),
-                               names(changes.start), names(changes.stop));
+    if (!source.empty() && (!changes.start.empty() || !changes.stop.empty() || !changes.retune.empty()))
+      std::cerr << fmt::format("kvrouter: {}: {}\n", source, describe(changes));
     return {};
   }
 

@@ -102,6 +102,14 @@ bool uses_prefix_overlap(const router_config& config) {
   return config.mode == router_mode::kv && config.overlap_score_credit > 0.0;
 }
 
+bool retunable_in_place(const router_config& running, const router_config& next) {
+  router_config weights_only = next;
+  weights_only.router_temperature = running.router_temperature;
+  weights_only.prefill_load_scale = running.prefill_load_scale;
+  weights_only.overlap_score_credit = running.overlap_score_credit;
+  return weights_only == running && uses_prefix_overlap(running) == uses_prefix_overlap(next);
+}
+
 bool should_subscribe_to_kv_events(const router_config& config) {
   return uses_prefix_overlap(config) && config.use_kv_events;
 }

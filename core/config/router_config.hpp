@@ -54,6 +54,11 @@ struct router_config {
 /// kv mode with a positive overlap credit: the router scores prefix overlap, so the prefix index,
 /// the hasher and multimodal routing pay off.
 [[nodiscard]] bool uses_prefix_overlap(const router_config& config);
+/// Whether a running set can take `next` in place of `running` without being rebuilt: they differ
+/// only in the cost function's weights (`router_temperature`, `prefill_load_scale`,
+/// `overlap_score_credit`) and agree on whether prefix overlap is scored, so the pipeline, the
+/// prefix index and the bookings all stay as they are.
+[[nodiscard]] bool retunable_in_place(const router_config& running, const router_config& next);
 /// Prefix overlap scored from the workers' own KV events (as opposed to approximate mode).
 [[nodiscard]] bool should_subscribe_to_kv_events(const router_config& config);
 

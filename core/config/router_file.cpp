@@ -212,8 +212,19 @@ reload_plan plan_reload(const router_file& current, const router_file& next) {
   };
   for (const worker_set_card& card : next.sets) {
     const worker_set_card* old = find(current, card.name);
-    if (old != nullptr && *old == card && effective_config(current, *old) == effective_config(next, card)) {
+    const bool same_card = old != nullptr && *old == card;
+    // The same card but for its router_config override: the set may still be retunable.
+    bool same_but_override = false;
+    if (old != nullptr && !same_card) {
+      worker_set_card with_new_override = *old;
+      with_new_override.router_config_override = card.router_config_override;
+      same_but_override = with_new_override == card;
+    }
+    const router_config after = effective_config(next, card);
+    if (same_card && effective_config(current, *old) == after) {
       plan.keep.push_back(card.name);
+    } else if ((same_card || same_but_override) && retunable_in_place(effective_config(current, *old), after)) {
+      plan.retune.push_back(card.name);
     } else {
       if (old != nullptr) plan.stop.push_back(card.name);
       plan.start.push_back(card.name);

@@ -62,8 +62,11 @@ struct router_file {
 
 /// What a new config file changes: sets whose card and effective config are unchanged keep
 /// running; the others are started (new or changed) or stopped (gone or changed).
+/// What a reload does to each set: keep it as it is, retune it in place (only the cost
+/// function's weights changed: see retunable_in_place), or stop it and start it anew.
 struct reload_plan {
   std::vector<std::string> keep;
+  std::vector<std::string> retune;
   std::vector<std::string> start;
   std::vector<std::string> stop;
 };

@@ -101,6 +101,10 @@ void worker_set_router::on_lifecycle(const lifecycle_event& event, time_point no
   }
 }
 
+void worker_set_router::retune(const router_config& config) {
+  if (retunable_in_place(settings_.config, config)) settings_.config = config;
+}
+
 void worker_set_router::on_health(std::uint32_t worker, bool up, time_point now) {
   if (worker >= workers()) return;
   worker_state& w = workers_[worker];

@@ -74,6 +74,9 @@ class worker_set_router {
   [[nodiscard]] route_decision decide(const route_query& query, time_point now);
   /// Applies one step of a request's life (bookings by ingress, first tokens, ends, failures).
   void on_lifecycle(const lifecycle_event& event, time_point now);
+  /// Takes new cost-function weights (`retunable_in_place(current, config)` must hold): the
+  /// index, bookings and health stay.
+  void retune(const router_config& config);
   /// The health checker's verdict on `worker`.
   void on_health(std::uint32_t worker, bool up, time_point now);
   /// A batch of KV events from `publisher`, after clearing its entries if `clear_first`.

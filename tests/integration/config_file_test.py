@@ -108,6 +108,12 @@ try:
         return None
 
     base = json.load(open(path))
+    retuned = json.loads(json.dumps(base))
+    retuned["worker_sets"][1]["router_config"]["router_temperature"] = 0.5
+    rewrite(retuned)
+    sets = wait_for_sets(lambda s: s[1]["effective_router_config"]["router_temperature"] == 0.5)
+    f.check(sets is not None and router.wait_for_log("retuned in place set-b; kept set-a"),
+            "a temperature edit retunes set-b in place (no restart), set-a kept")
     approximate = json.loads(json.dumps(base))
     approximate["worker_sets"][1]["router_config"] = {"router_mode": "kv", "overlap_score_credit": 1.0, "use_kv_events": False}
     rewrite(approximate)

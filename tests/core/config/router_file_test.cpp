@@ -117,7 +117,7 @@ TEST(router_file, a_reload_restarts_only_sets_whose_card_or_effective_config_cha
   EXPECT_EQ(plan.stop, std::vector<std::string>{"b"});
 
   // A new global config changes the sets that inherit it, not the one with an override.
-  auto global_changed = parse_router_file(R"({"router": {"router_temperature": 0.5}, "worker_sets": [)" + a + "," + b + "]}");
+  auto global_changed = parse_router_file(R"({"router": {"max_index_blocks": 5000}, "worker_sets": [)" + a + "," + b + "]}");
   ASSERT_TRUE(global_changed);
   const reload_plan second = plan_reload(*current, *global_changed);
   EXPECT_EQ(second.keep, std::vector<std::string>{"b"});
@@ -125,6 +125,33 @@ TEST(router_file, a_reload_restarts_only_sets_whose_card_or_effective_config_cha
 
   auto removed = parse_router_file(R"({"worker_sets": [)" + b + "]}");
   EXPECT_EQ(plan_reload(*current, *removed).stop, std::vector<std::string>{"a"});
+}
+
+TEST(router_file, a_reload_that_changes_only_cost_weights_retunes_in_place) {
+  const std::string set = R"({"name": "a", "model": "ma", "workers": [{"url": "http://h:1"}]})";
+  auto current = parse_router_file(R"({"router": {"router_temperature": 0.0}, "worker_sets": [)" + set + "]}");
+  ASSERT_TRUE(current);
+  for (const std::string knobs : {R"("router_temperature": 0.5)", R"("prefill_load_scale": 2)", R"("overlap_score_credit": 0.5)"}) {
+    auto next = parse_router_file(R"({"router": {)" + knobs + R"(}, "worker_sets": [)" + set + "]}");
+    ASSERT_TRUE(next) << knobs;
+    const reload_plan plan = plan_reload(*current, *next);
+    EXPECT_EQ(plan.retune, std::vector<std::string>{"a"}) << knobs;
+    EXPECT_TRUE(plan.start.empty() && plan.stop.empty()) << knobs;
+  }
+  // The same through the card's own router_config.
+  auto card_override = parse_router_file(R"({"worker_sets": [{"name": "a", "model": "ma", "workers": [{"url": "http://h:1"}],
+                                             "router_config": {"router_temperature": 0.7}}]})");
+  ASSERT_TRUE(card_override);
+  EXPECT_EQ(plan_reload(*current, *card_override).retune, std::vector<std::string>{"a"});
+  // Anything that changes what the set runs or holds rebuilds it.
+  for (const std::string knobs : {R"("overlap_score_credit": 0)", R"("router_mode": "round-robin")", R"("use_kv_events": false)",
+                                  R"("max_index_blocks": 1000)", R"("track_active_blocks": false)", R"("approx_ttl_secs": 5)"}) {
+    auto next = parse_router_file(R"({"router": {)" + knobs + R"(}, "worker_sets": [)" + set + "]}");
+    ASSERT_TRUE(next) << knobs;
+    const reload_plan plan = plan_reload(*current, *next);
+    EXPECT_TRUE(plan.retune.empty()) << knobs;
+    EXPECT_EQ(plan.start, std::vector<std::string>{"a"}) << knobs;
+  }
 }
 
 }  // namespace

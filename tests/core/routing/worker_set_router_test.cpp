@@ -253,3 +253,33 @@ TEST(worker_set_router, the_same_seed_makes_the_same_sequence_of_picks) {
 
 }  // namespace
 }  // namespace kvr
+
+namespace kvr {
+namespace {
+
+TEST(worker_set_router, a_retune_changes_the_weights_and_keeps_the_index_and_the_bookings) {
+  worker_set_router_settings settings = kv_set(2);
+  settings.config.prefill_load_scale = 10;  // prefill work dominates: the cached worker wins
+  worker_set_router router(settings);
+  router.on_kv_batch(0, false, stored_batch({10, 20, 30}));
+  query_builder elsewhere{request_hashes({90})};
+  elsewhere.excluded = {1};
+  ASSERT_EQ(router.decide(elsewhere.query(1), t0).worker, 0u) << "w0 now has a request in flight";
+  const query_builder prompt{request_hashes({10, 20, 30, 40})};
+  EXPECT_EQ(router.decide(prompt.query(2, true), t0).worker, 0u);
+
+  router_config cheap_prefill = settings.config;
+  cheap_prefill.prefill_load_scale = 0.1;  // decode load dominates: the idle worker wins
+  router_config cheap_prefill_no_overlap = cheap_prefill;
+  cheap_prefill_no_overlap.overlap_score_credit = 0;  // would stop scoring overlap: needs a rebuilt set
+  router.retune(cheap_prefill_no_overlap);
+  EXPECT_EQ(router.decide(prompt.query(3, true), t0).worker, 0u) << "a change beyond the weights is refused";
+
+  router.retune(cheap_prefill);
+  EXPECT_EQ(router.decide(prompt.query(4, true), t0).worker, 1u);
+  EXPECT_EQ(router.status(t0).index_blocks, 3u) << "the index stays";
+  EXPECT_EQ(router.loads().in_flight(), 1u) << "the booking stays";
+}
+
+}  // namespace
+}  // namespace kvr
