@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <iostream>
 
+#include <malloc.h>
+
 #include <caf/all.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -154,6 +156,7 @@ std::optional<set_registry::restart_order> set_registry::on_down(const caf::acto
 std::shared_ptr<routing_table> set_registry::restart(std::uint64_t set_id, const std::string& component) {
   running_set* set = find(set_id);
   if (set == nullptr) return nullptr;  // replaced or removed meanwhile
+  trim_at_ = steady::now() + std::chrono::seconds(2);  // the dead instance's memory is freed by then
   if (component.empty()) {
     const std::string name = set->route.name;
     const auto card = std::find_if(current_.sets.begin(), current_.sets.end(), [&](const auto& c) { return c.name == name; });
@@ -216,8 +219,13 @@ void set_registry::reap() {
   std::erase_if(graveyard_, [&](retired& r) {
     if (now - r.at < std::chrono::seconds(10)) return false;
     stop_set(*r.set, false);
+    trim_at_ = now + std::chrono::seconds(2);  // its actors have ended and freed their state by then
     return true;
   });
+  if (trim_at_ && now >= *trim_at_) {
+    trim_at_.reset();
+    malloc_trim(0);
+  }
 }
 
 }  // namespace kvr

@@ -50,7 +50,8 @@ class set_registry {
 
   /// The routing table of what runs now (sets, their pipelines, supervision state).
   [[nodiscard]] std::shared_ptr<routing_table> table() const;
-  /// Ends retired sets whose grace period is over.
+  /// Ends retired sets whose grace period is over, and gives freed memory back to the system a
+  /// little after a set or component has gone.
   void reap();
 
  private:
@@ -69,6 +70,10 @@ class set_registry {
   router_file current_;
   std::map<std::string, std::shared_ptr<running_set>> running_;
   std::vector<retired> graveyard_;
+  /// When to hand freed heap back (malloc_trim): a stopped set's or component's memory was freed
+  /// on the threads of its detached actors, and glibc keeps each thread arena's free pages, so
+  /// without it every reload or restart would leave its high-water mark behind.
+  std::optional<std::chrono::steady_clock::time_point> trim_at_;
   std::uint64_t next_id_ = 1;
   /// Per set name: restarts of the whole set, and the back-off between them.
   std::map<std::string, std::pair<std::uint64_t, restart_backoff>> set_restarts_;
