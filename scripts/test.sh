@@ -2,8 +2,9 @@
 # The README's test command: installs what is missing, builds (Release, -j2) and runs every
 # test with ctest; then builds again with AddressSanitizer + UndefinedBehaviorSanitizer
 # (build-asan/) and runs the unit and integration tests there too (the fuzz targets are
-# sanitizer builds already). Exits non-zero on any failure. KVR_SANITIZERS=0 skips the second
-# build (quicker local runs; CI runs both).
+# sanitizer builds already; the ThreadSanitizer tests, tests/tsan/, build their own). Exits
+# non-zero on any failure. KVR_SANITIZERS=0 skips the second build (quicker local runs; CI
+# runs both).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 "$repo/scripts/setup.sh"
@@ -21,4 +22,4 @@ export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export KVR_SANITIZER_BUILD=1  # the tests skip what is known not to pass there yet (each says why)
 # The soak judges RSS, which the sanitizers' allocators inflate; it runs in the first build.
-ctest --test-dir "$asan_dir" --output-on-failure -j2 -E "fuzzed|bench_compare|llama3|soak"
+ctest --test-dir "$asan_dir" --output-on-failure -j2 -E "fuzzed|bench_compare|llama3|soak|thread_sanitizer"
