@@ -95,6 +95,14 @@ const option_table<options>& serving_options() {
                                   [](auto& o) -> auto& { return o.serve.http.client_timeout; }, 1, 86400));
     t.push_back(duration<options>("--upstream-timeout-secs", "longest wait for a worker's next bytes (504 if none came)",
                                   [](auto& o) -> auto& { return o.serve.http.upstream_timeout; }, 1, 86400));
+    t.push_back(duration<options>("--drain-delay-secs",
+                                  "on SIGTERM, keep accepting connections this long (set it to the load balancer's "
+                                  "deregistration delay); /ready answers 503 meanwhile",
+                                  [](auto& o) -> auto& { return o.serve.http.drain_delay; }, 0, 3600));
+    t.push_back(duration<options>("--shutdown-grace-secs",
+                                  "on SIGTERM, longest the requests in flight may take to finish; a second SIGTERM or "
+                                  "SIGINT exits at once",
+                                  [](auto& o) -> auto& { return o.serve.http.shutdown_grace; }, 0, 3600));
     t.push_back(duration<options>("--unhealthy-backoff-ms", "how long a worker that failed a request is left out",
                                   [](auto& o) -> auto& { return o.serve.pipeline.unhealthy_backoff; }, 0, 3600000));
     t.push_back(duration<options>("--health-interval-ms", "GET /health on every worker this often; 0 = off",

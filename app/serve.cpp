@@ -2,6 +2,7 @@
 /// `kvrouter --config FILE` or `kvrouter --etcd URL`. Wires the HTTP ingress to the watcher
 /// actor, which builds every set's pipeline from its effective config (actors/pipeline/watcher.hpp).
 
+#include <atomic>
 #include <csignal>
 #include <iostream>
 #include <optional>
@@ -148,12 +149,24 @@ int run_serve(const options& options) {
     }
   }
 
+  // The first SIGTERM or SIGINT drains (in-flight requests finish); a second one stops at once.
+  std::atomic<bool> served{false};
   std::thread signal_waiter([&] {
-    int received = 0;
-    sigwait(&signals, &received);
-    caf::anon_send(ingress_owner, stop_atom_v);
+    for (int signals_seen = 0;; ++signals_seen) {
+      int received = 0;
+      sigwait(&signals, &received);
+      if (served.load()) return;  // run() returned: the wake-up below
+      if (signals_seen == 0) {
+        ingress->drain(serve.http.drain_delay, serve.http.shutdown_grace);
+      } else {
+        std::cerr << "kvrouter: second signal: stopping now\n";
+        caf::anon_send(ingress_owner, stop_atom_v);
+        return;
+      }
+    }
   });
   ingress->run();
+  served = true;
   if (signal_waiter.joinable()) {
     pthread_kill(signal_waiter.native_handle(), SIGTERM);  // harmless if it already returned
     signal_waiter.join();

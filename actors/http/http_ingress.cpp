@@ -1,5 +1,6 @@
 #include "actors/http/ingress_server.hpp"  // first: Asio wants <utility> before it under g++ 12
 
+#include <iostream>
 #include <stdexcept>
 #include <thread>
 
@@ -244,6 +245,50 @@ void http_ingress::run() {
 
 void http_ingress::stop() {
   for (auto& thread : impl_->threads) thread->io.stop();
+}
+
+void http_ingress::drain(std::chrono::seconds accept_for, std::chrono::seconds grace) {
+  if (impl_->draining.exchange(true)) return;
+  const auto now = std::chrono::steady_clock::now();
+  const auto give_up = now + grace;
+  std::cerr << fmt::format("kvrouter: draining: {} connection(s) open; accepting for {} s, exiting within {} s\n",
+                           impl_->probe.open_connections(), accept_for.count(), grace.count());
+  for (auto& thread : impl_->threads)
+    asio::post(thread->io, [&t = *thread] {
+      std::vector<ingress::timed*> open(t.connections.begin(), t.connections.end());  // closing ones leave the list
+      for (ingress::timed* connection : open) connection->on_drain();
+    });
+  auto& first = *impl_->threads.front();
+  asio::post(first.io, [this, &first, close_at = std::min(now + accept_for, give_up), give_up] {
+    first.drain_timer.expires_at(close_at);
+    first.drain_timer.async_wait([this, give_up](boost::system::error_code ec) {
+      if (!ec) impl_->finish_drain(give_up);
+    });
+  });
+}
+
+void http_ingress::impl::finish_drain(std::chrono::steady_clock::time_point give_up) {
+  for (auto& thread : threads)
+    asio::post(thread->io, [&t = *thread] {
+      boost::system::error_code ignored;
+      if (t.acceptor) t.acceptor->close(ignored);
+    });
+  wait_for_drained(give_up);
+}
+
+void http_ingress::impl::wait_for_drained(std::chrono::steady_clock::time_point give_up) {
+  const std::uint64_t open = probe.open_connections();  // connections count themselves out as they end
+  if (open == 0 || std::chrono::steady_clock::now() >= give_up) {
+    if (open == 0) std::cerr << "kvrouter: drained: every request finished\n";
+    else std::cerr << fmt::format("kvrouter: grace period over: cutting {} connection(s)\n", open);
+    for (auto& thread : threads) thread->io.stop();
+    return;
+  }
+  auto& timer = threads.front()->drain_timer;
+  timer.expires_after(std::chrono::milliseconds(50));
+  timer.async_wait([this, give_up](boost::system::error_code ec) {
+    if (!ec) wait_for_drained(give_up);
+  });
 }
 
 }  // namespace kvr

@@ -31,10 +31,16 @@ class http_ingress {
   /// Where `POST /v1/router/faults` (with --fault-injection) sends its (set, component).
   void set_fault_injector(std::function<void(std::string set, std::string component)> inject);
 
-  /// Serves on `settings.threads` threads until stop(); blocks the caller (it serves too).
+  /// Serves on `settings.threads` threads until stop() or a drain ends; blocks the caller (it
+  /// serves too).
   void run();
-  /// Thread-safe; run() returns soon after.
+  /// Thread-safe; run() returns soon after, cutting whatever is in flight.
   void stop();
+  /// Thread-safe: a graceful stop. /ready answers 503 at once and every answer from now on
+  /// carries `Connection: close`; idle keep-alive connections close; new connections are still
+  /// accepted for `accept_for` (a load balancer's deregistration delay), then the listeners
+  /// close; run() returns once every connection has finished its request, or after `grace`.
+  void drain(std::chrono::seconds accept_for, std::chrono::seconds grace);
 
   struct impl;  ///< the server's state (shared with its sessions; defined in the .cpp)
 

@@ -16,7 +16,7 @@ void ingress_probe::write_metrics(std::string& out) const {
   metric("kvrouter_retries_total", "Re-routes after a worker failed before answering.", "counter", retries_);
   metric("kvrouter_stale_connection_retries_total", "Retries on a fresh connection after a pooled one was closed.",
          "counter", stale_connection_retries_);
-  metric("kvrouter_worker_failures_total", "Workers failing before answering (refused, reset).", "counter",
+  metric("kvrouter_upstream_failures_total", "Worker connections failing before an answer (refused, reset).", "counter",
          upstream_failures_);
   metric("kvrouter_worker_timeouts_total", "Workers not answering within the upstream timeout.", "counter",
          upstream_timeouts_);

@@ -17,6 +17,7 @@ class ingress_probe {
     bump(open_connections_);
   }
   void connection_closed() { open_connections_.fetch_sub(1, std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t open_connections() const { return open_connections_.load(std::memory_order_relaxed); }
   /// A worker's answer started reaching the client (counted once per request, retries or not).
   void answer_started() {
     bump(proxied_);

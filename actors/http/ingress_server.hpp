@@ -47,6 +47,9 @@ class timed {
   virtual ~timed() = default;
   /// The deadline passed: give up on whatever the connection waits for.
   virtual void on_deadline() = 0;
+  /// The server drains: a connection between requests closes, one with a request answers it
+  /// and then closes.
+  virtual void on_drain() = 0;
   clock_type::time_point deadline = clock_type::time_point::max();
 };
 
@@ -67,6 +70,7 @@ struct io_thread {
   lifecycle_reporter lifecycle;
   asio::steady_timer lifecycle_timer{io};
   asio::steady_timer sweep_timer{io};
+  asio::steady_timer drain_timer{io};  ///< thread 0 only: the drain's delay, then its progress checks
 
   [[nodiscard]] std::unique_ptr<upstream_connection> take_idle(const std::string& url);
   void give_back(const std::string& url, std::unique_ptr<upstream_connection> connection);
@@ -90,6 +94,8 @@ struct http_ingress::impl {
   std::atomic<std::uint64_t> next_request_id{1};
   std::function<void(std::string, std::string)> inject_fault;  ///< set before serving
   std::uint16_t bound_port = 0;
+  /// Set once by drain(): /ready answers 503, answers carry `Connection: close`.
+  std::atomic<bool> draining{false};
 
   std::shared_ptr<const routing_table> current_table() {
     std::lock_guard lock(table_mutex);
@@ -102,6 +108,10 @@ struct http_ingress::impl {
   }
 
   void accept(ingress::io_thread& thread);
+  /// After the drain delay: closes the listeners, then stops once no connection is left or
+  /// the grace period is over (on thread 0).
+  void finish_drain(std::chrono::steady_clock::time_point give_up);
+  void wait_for_drained(std::chrono::steady_clock::time_point give_up);
   std::string metrics_text();
 };
 

@@ -68,6 +68,12 @@ class session final : public std::enable_shared_from_this<session>, public timed
     }
   }
 
+  void on_drain() override {
+    keep_alive_ = false;  // a request being handled is answered, with `Connection: close`
+    // Between requests (nothing of the next one read yet): close now.
+    if (state_ == state::reading_request && buffer_.size() == 0 && !parser_->got_some()) close();
+  }
+
   [[nodiscard]] auto executor() { return client_.get_executor(); }
 
   /// The set's actors decided (posted to this thread by the sink).
@@ -192,7 +198,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
 
   void on_request() {
     request_ = parser_->release();
-    keep_alive_ = request_.keep_alive();
+    keep_alive_ = request_.keep_alive() && !server_.draining.load(std::memory_order_relaxed);
     deadline = clock_type::time_point::max();
     dispatch();
   }
@@ -221,6 +227,8 @@ class session final : public std::enable_shared_from_this<session>, public timed
   }
 
   void handle_ready() {
+    if (server_.draining.load(std::memory_order_relaxed))
+      return send(http::status::service_unavailable, R"({"status":"draining"})", "application/json");
     auto table = server_.current_table();
     for (const worker_set_route& set : table->sets)
       for (const auto& worker : set.snapshot->load()->workers)

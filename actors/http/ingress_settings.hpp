@@ -21,6 +21,11 @@ struct ingress_settings {
   std::chrono::seconds connect_timeout{5};
   /// Longest wait for a worker's next bytes (the first ones include its prefill).
   std::chrono::seconds upstream_timeout{600};
+  /// On SIGTERM, keep accepting connections this long (a load balancer's deregistration
+  /// delay), then close the listeners (actors/http/http_ingress: drain).
+  std::chrono::seconds drain_delay{0};
+  /// On SIGTERM, longest the requests in flight may take to finish before the process exits.
+  std::chrono::seconds shutdown_grace{30};
   /// `POST /v1/router/faults` kills a pipeline component as a crash would (drills, tests).
   bool fault_injection = false;
   std::uint32_t max_retries = 2;               ///< re-routes after a worker fails before answering

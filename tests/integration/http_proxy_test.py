@@ -200,7 +200,7 @@ try:
     statuses = [router.chat()[0] for _ in range(6)]
     f.check(statuses == [200] * 6, f"every request succeeds although one worker refuses connections ({statuses})")
     m = router.metrics()
-    f.check(m["kvrouter_retries_total"] >= 1 and m["kvrouter_worker_failures_total"] >= 1,
+    f.check(m["kvrouter_retries_total"] >= 1 and m["kvrouter_upstream_failures_total"] >= 1,
             "the refused connection is retried on another worker and counted")
     f.check(m['kvrouter_worker_healthy{set="m",model="m",worker="dead"}'] == 0, "the refusing worker is marked unhealthy")
     f.check(wait_for_zero_load(router, ["dead", "good"]), "after retries every worker's load is 0")

@@ -53,7 +53,8 @@ def free_port():
 
 class Router:
     def __init__(self, kvrouter, model, worker_specs, *flags, fd_limit=None):
-        args = [kvrouter, "--host", "127.0.0.1", "--port", "0", "--threads", "2"]
+        # A short grace: a test's stop() should not wait 30 s for a request it left hanging.
+        args = [kvrouter, "--host", "127.0.0.1", "--port", "0", "--threads", "2", "--shutdown-grace-secs", "3"]
         if model:
             args += ["--model", model]
         for spec in worker_specs:
@@ -117,12 +118,26 @@ class Router:
                             headers)
 
     def metrics(self):
+        """/metrics as {sample: value}, checked as strict Prometheus parsers check the text format:
+        each family declared once (one HELP, one TYPE, before its samples), every sample in a
+        declared family, no sample twice."""
         status, _, body = self.request("GET", "/metrics")
         assert status == 200
-        values = {}
+        values, helps, types = {}, set(), set()
         for line in body.decode().splitlines():
-            if line and not line.startswith("#"):
+            if line.startswith("# HELP ") or line.startswith("# TYPE "):
+                kind, family = line[2:6], line.split(" ")[2]
+                seen = helps if kind == "HELP" else types
+                assert family not in seen, f"/metrics declares {kind} of {family} twice"
+                seen.add(family)
+            elif line and not line.startswith("#"):
                 name, value = line.rsplit(" ", 1)
+                family = name.split("{", 1)[0]
+                for suffix in ("_bucket", "_sum", "_count"):  # a histogram's series
+                    if family not in types and family.endswith(suffix):
+                        family = family[:-len(suffix)]
+                assert family in helps and family in types, f"/metrics: sample {name} of an undeclared family"
+                assert name not in values, f"/metrics: sample {name} twice"
                 values[name] = float(value)
         return values
 
