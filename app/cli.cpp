@@ -95,6 +95,10 @@ const option_table<options>& serving_options() {
                                   [](auto& o) -> auto& { return o.serve.http.client_timeout; }, 1, 86400));
     t.push_back(duration<options>("--upstream-timeout-secs", "longest wait for a worker's next bytes (504 if none came)",
                                   [](auto& o) -> auto& { return o.serve.http.upstream_timeout; }, 1, 86400));
+    t.push_back(flag_switch<options>("--no-decision-headers",
+                                     "answers do not say where they were routed (x-kvrouter-worker, "
+                                     "x-kvrouter-overlap-blocks); x-request-id stays",
+                                     [](auto& o) -> auto& { return o.serve.http.no_decision_headers; }));
     t.push_back(duration<options>("--drain-delay-secs",
                                   "on SIGTERM, keep accepting connections this long (set it to the load balancer's "
                                   "deregistration delay); /ready answers 503 meanwhile",

@@ -1,6 +1,7 @@
 #include "actors/http/ingress_server.hpp"  // first: Asio wants <utility> before it under g++ 12
 
 #include <iostream>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -179,6 +180,7 @@ void listen_on(tcp::acceptor& acceptor, const tcp::endpoint& endpoint, bool shar
 
 http_ingress::http_ingress(ingress_settings settings) : impl_(std::make_unique<impl>()) {
   impl_->settings = std::move(settings);
+  impl_->instance_tag = (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}()) & 0xffffffffffull;
   std::size_t n = impl_->settings.threads;
   if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
   boost::system::error_code ec;

@@ -92,6 +92,8 @@ struct http_ingress::impl {
   /// Resolved addresses of worker hosts, by "host:port" (resolved when a table is installed).
   std::map<std::string, std::vector<ingress::tcp::endpoint>> resolved;
   std::atomic<std::uint64_t> next_request_id{1};
+  /// Random per process: generated request ids (`kvr-TAG-N`) do not repeat across restarts.
+  std::uint64_t instance_tag = 0;
   std::function<void(std::string, std::string)> inject_fault;  ///< set before serving
   std::uint16_t bound_port = 0;
   /// Set once by drain(): /ready answers 503, answers carry `Connection: close`.

@@ -267,12 +267,28 @@ class session final : public std::enable_shared_from_this<session>, public timed
     if (set == nullptr)
       return send_error({api_errc::unknown_model, fmt::format("The model `{}` does not exist.", parsed->model), "model"});
     const auto dry_run = request_.find(dry_run_header);
+    const std::uint64_t id = server_.next_request_id++;
+    take_request_id(id);
     router_.start(std::move(table), *set, std::make_shared<const routing_request>(std::move(*parsed)),
-                  server_.next_request_id++, dry_run != request_.end() && dry_run->value() == "1",
+                  id, dry_run != request_.end() && dry_run->value() == "1",
                   [this] { return make_sink(); });
     state_ = state::routing;
     watch_client();
     act(router_.route());
+  }
+
+  /// The client's `X-Request-Id` if it is a sane one (1-128 visible ASCII characters), else
+  /// one of kvrouter's own, `kvr-TAG-N`; it goes to the worker and back to the client.
+  void take_request_id(std::uint64_t id) {
+    const auto given = request_.find("x-request-id");
+    client_sent_id_ = false;
+    if (given != request_.end() && !given->value().empty() && given->value().size() <= 128 &&
+        std::ranges::all_of(given->value(), [](char c) { return c > 0x20 && c < 0x7f; })) {
+      request_id_.assign(given->value().data(), given->value().size());
+      client_sent_id_ = true;
+      return;
+    }
+    request_id_ = fmt::format("kvr-{:010x}-{}", server_.instance_tag, id);
   }
 
   /// Work a request may ask of the router is bounded: its images, and its token-id prompt.
@@ -309,7 +325,12 @@ class session final : public std::enable_shared_from_this<session>, public timed
           return close_after_client_left();
         }
         state_ = state::proxying;
-        return stream_.start(router_.worker(), request_, keep_alive_);
+        return stream_.start(router_.worker(), request_, keep_alive_,
+                             {.request_id = request_id_,
+                              .client_sent_id = client_sent_id_,
+                              .decision_headers = !server_.settings.no_decision_headers,
+                              .worker = router_.worker().name,
+                              .overlap_blocks = router_.overlap_blocks()});
     }
   }
 
@@ -381,6 +402,8 @@ class session final : public std::enable_shared_from_this<session>, public timed
   bool continue_sent_ = false;  ///< `100 Continue` went out for the request being read
   bool framing_checked_ = false;  ///< the request's framing fields were checked (once its head is read)
   bool keep_alive_ = true;
+  std::string request_id_;       ///< the routed request's id (the client's, or generated)
+  bool client_sent_id_ = false;  ///< it came with the request (so it is forwarded as it was)
   bool client_gone_ = false;    ///< the client left while its request was routed or proxied
   state state_ = state::reading_request;
   std::optional<http::request_parser<http::string_body>> parser_;

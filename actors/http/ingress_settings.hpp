@@ -26,6 +26,9 @@ struct ingress_settings {
   std::chrono::seconds drain_delay{0};
   /// On SIGTERM, longest the requests in flight may take to finish before the process exits.
   std::chrono::seconds shutdown_grace{30};
+  /// `--no-decision-headers`: answers do not say where they were routed (`x-kvrouter-worker`,
+  /// `x-kvrouter-overlap-blocks`); the request id is always there.
+  bool no_decision_headers = false;
   /// `POST /v1/router/faults` kills a pipeline component as a crash would (drills, tests).
   bool fault_injection = false;
   std::uint32_t max_retries = 2;               ///< re-routes after a worker fails before answering

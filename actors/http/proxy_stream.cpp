@@ -11,13 +11,18 @@ namespace kvr::ingress {
 namespace beast = boost::beast;
 using error_code = boost::system::error_code;
 
-void proxy_stream::start(const worker_target& worker, const http::request<http::string_body>& request, bool keep_alive) {
+void proxy_stream::start(const worker_target& worker, const http::request<http::string_body>& request, bool keep_alive,
+                         const head_tags& tags) {
   worker_ = &worker;
   request_ = &request;
   keep_alive_ = keep_alive;
   prefill_reported_ = false;
   cut_ = cut_reason::none;
-  write_upstream_head();
+  answer_tags_.clear();
+  if (tags.decision_headers)
+    answer_tags_ = fmt::format("x-kvrouter-worker: {}\r\nx-kvrouter-overlap-blocks: {}\r\n", tags.worker, tags.overlap_blocks);
+  request_id_.assign(tags.request_id.data(), tags.request_id.size());
+  write_upstream_head(tags);
   connect(connection_kind::pooled);
 }
 
@@ -48,7 +53,7 @@ void proxy_stream::cancel() {
 
 /// The request head as the worker gets it: the client's method, target (under the worker's
 /// path prefix) and fields, minus hop-by-hop ones, with the worker's Host and the body's length.
-void proxy_stream::write_upstream_head() {
+void proxy_stream::write_upstream_head(const head_tags& tags) {
   upstream_head_.clear();
   const auto method = request_->method_string();
   const auto target = request_->target();
@@ -60,8 +65,10 @@ void proxy_stream::write_upstream_head() {
   const auto connection = request_->find(http::field::connection);
   const boost::beast::string_view hop_fields = connection == request_->end() ? "" : connection->value();
   for (const auto& field : *request_)
-    if (!is_request_field_replaced(field) && !is_named_in_connection(hop_fields, field.name_string()))
+    if (!is_request_field_replaced(field) && !is_named_in_connection(hop_fields, field.name_string()) &&
+        (tags.client_sent_id || !boost::beast::iequals(field.name_string(), "x-request-id")))  // an unusable one is replaced
       append_field(upstream_head_, field.name_string(), field.value());
+  if (!tags.client_sent_id) upstream_head_ += fmt::format("X-Request-Id: {}\r\n", tags.request_id);
   upstream_head_ += fmt::format("Host: {}\r\nContent-Length: {}\r\n\r\n", worker_->host_header, request_->body().size());
 }
 
@@ -147,6 +154,8 @@ void proxy_stream::forward_head() {
   for (const auto& field : response)
     if (!is_response_field_replaced(field.name()) && !is_named_in_connection(hop_fields, field.name_string()))
       append_field(head_, field.name_string(), field.value());
+  head_ += answer_tags_;
+  if (response.find("x-request-id") == response.end()) head_ += fmt::format("x-request-id: {}\r\n", request_id_);
   if (chunked_) head_ += "Transfer-Encoding: chunked\r\n";
   else if (const auto length = parser_->content_length()) head_ += fmt::format("Content-Length: {}\r\n", *length);
   if (!keep_alive_) head_ += "Connection: close\r\n";

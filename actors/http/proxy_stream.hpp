@@ -56,8 +56,20 @@ class proxy_stream {
   proxy_stream(http_ingress::impl& server, io_thread& thread, tcp::socket& client, owner& owner)
       : server_(server), thread_(thread), client_(client), owner_(owner) {}
 
+  /// What kvrouter adds to the heads: the request id (to the worker's request when the client
+  /// sent none, and to the answer when the worker echoes none), and unless turned off the
+  /// decision (`x-kvrouter-worker`, `x-kvrouter-overlap-blocks`) on the answer.
+  struct head_tags {
+    std::string_view request_id;
+    bool client_sent_id = false;
+    bool decision_headers = true;
+    std::string_view worker;
+    std::uint32_t overlap_blocks = 0;
+  };
+
   /// Sends `request` to `worker`; the answer's head says `Connection: close` unless `keep_alive`.
-  void start(const worker_target& worker, const http::request<http::string_body>& request, bool keep_alive);
+  void start(const worker_target& worker, const http::request<http::string_body>& request, bool keep_alive,
+             const head_tags& tags);
   /// The owner's deadline passed: cut what the stream waits for.
   void on_deadline();
   /// The client went away: cut the worker's request now.
@@ -71,7 +83,7 @@ class proxy_stream {
   enum class cut_reason : std::uint8_t { none, deadline, client_gone };
   enum class connection_kind : std::uint8_t { pooled, fresh_after_stale, fresh };
 
-  void write_upstream_head();
+  void write_upstream_head(const head_tags& tags);
   void connect(connection_kind kind);
   void write_upstream();
   void read_answer_head();
@@ -100,6 +112,8 @@ class proxy_stream {
   std::optional<http::response_parser<http::buffer_body>> parser_;
   std::array<char, 16384> chunk_{};
   std::string head_;             ///< the answer's head as the client gets it
+  std::string answer_tags_;      ///< the decision's fields for the answer's head ("" when turned off)
+  std::string request_id_;
   std::string chunk_size_line_;
   bool chunked_ = false;         ///< framing: chunked (the worker streams without a length) or its length
   unsigned status_ = 200;

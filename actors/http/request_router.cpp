@@ -51,6 +51,7 @@ void request_router::start(std::shared_ptr<const routing_table> table, const wor
 }
 
 void request_router::reset() {
+  overlap_blocks_ = 0;
   table_.reset();
   set_ = nullptr;
   request_.reset();
@@ -100,6 +101,7 @@ route_verdict request_router::on_decision(const route_decision& decision) {
   set_->routing_in_flight->fetch_sub(1);
   if (!decision.ok()) return answer(routing_error(decision));
   if (dry_run_) return answer_dry_run(decision);
+  overlap_blocks_ = decision.overlap_blocks;
   return proxy_to(decision.worker);
 }
 

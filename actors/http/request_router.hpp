@@ -74,6 +74,8 @@ class request_router {
 
   [[nodiscard]] const worker_set_route& set() const { return *set_; }
   [[nodiscard]] const worker_target& worker() const { return set_->workers[worker_]; }
+  /// Cached prompt blocks the chosen worker was scored with (0 when routed without the index).
+  [[nodiscard]] std::uint32_t overlap_blocks() const { return overlap_blocks_; }
   [[nodiscard]] bool routing() const { return set_ != nullptr; }
 
  private:
@@ -98,6 +100,7 @@ class request_router {
   std::vector<std::uint32_t> excluded_;
   std::uint32_t attempts_ = 0;
   std::uint32_t worker_ = 0;
+  std::uint32_t overlap_blocks_ = 0;
 };
 
 }  // namespace kvr::ingress
