@@ -113,7 +113,8 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
     if (serve.health.interval.count() > 0) {
       std::vector<health_target> targets;
       for (std::uint32_t w = 0; w < set.workers.size(); ++w)
-        targets.push_back({w, set.workers[w].host, set.workers[w].port, set.workers[w].base_path + "/health"});
+        targets.push_back({w, set.workers[w].host, set.workers[w].port, set.workers[w].base_path + "/health",
+                           fmt::format("worker set {}: worker {} ({})", set.name, set.workers[w].name, set.workers[w].url)});
       add("health_checker", [settings = serve.health, scorer = set.scorer, targets] {
         return std::make_shared<health_checker>(settings, scorer, targets);
       });

@@ -3,9 +3,12 @@
 #include "actors/sources/health_checker.hpp"
 
 
+#include <iostream>
+
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <fmt/format.h>
 
 namespace kvr {
 namespace {
@@ -39,37 +42,45 @@ class prober : public std::enable_shared_from_this<prober> {
     stream_.emplace(io_);
     stream_->expires_after(settings_.timeout);
     resolver_.async_resolve(target_.host, target_.port, [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type results) {
-      if (ec) return self->done(false);
+      if (ec) return self->done(false, "cannot resolve: " + ec.message());
       self->stream_->async_connect(results, [self](beast::error_code ec, const tcp::endpoint&) {
-        if (ec) return self->done(false);
+        if (ec) return self->done(false, "connect: " + ec.message());
         self->request_ = {http::verb::get, self->target_.path, 11};
         self->request_.set(http::field::host, self->target_.host + ":" + self->target_.port);
         self->request_.keep_alive(false);
         http::async_write(*self->stream_, self->request_, [self](beast::error_code ec, std::size_t) {
-          if (ec) return self->done(false);
+          if (ec) return self->done(false, "write: " + ec.message());
           self->response_ = {};
           http::async_read(*self->stream_, self->buffer_, self->response_, [self](beast::error_code ec, std::size_t) {
-            self->done(!ec && self->response_.result() == http::status::ok);
+            if (ec) return self->done(false, "read: " + ec.message());
+            const unsigned status = self->response_.result_int();
+            self->done(status == 200, fmt::format("HTTP {}", status));
           });
         });
       });
     });
   }
 
-  void done(bool healthy) {
+  /// `why`: what the probe saw (an error, or the status).
+  void done(bool healthy, const std::string& why) {
     stream_.reset();
     buffer_.clear();
     if (healthy) {
       failures_ = 0;
-      if (down_ && ++successes_ >= settings_.successes) report(true);
+      if (down_ && ++successes_ >= settings_.successes) report(true, why);
     } else {
       successes_ = 0;
-      if (!down_ && ++failures_ >= settings_.failures) report(false);
+      if (!down_ && ++failures_ >= settings_.failures) report(false, why);
     }
     schedule();
   }
 
-  void report(bool up) {
+  /// One log line per transition, with what the last probe saw.
+  void report(bool up, const std::string& why) {
+    std::cerr << (up ? fmt::format("kvrouter: {} is up again: GET {} answered 200 ({} good probe(s) in a row)\n",
+                                   target_.label, target_.path, successes_)
+                     : fmt::format("kvrouter: {} is down: GET {}: {} ({} failed probe(s) in a row)\n", target_.label,
+                                   target_.path, why, failures_));
     down_ = !up;
     failures_ = successes_ = 0;
     caf::anon_send(scorer_, worker_health_atom_v, target_.worker, up);

@@ -21,6 +21,7 @@ struct health_target {
   std::string host;
   std::string port;
   std::string path = "/health";
+  std::string label;  ///< how the log names it, e.g. "worker set m: worker w0 (http://10.0.0.5:8000)"
 };
 
 class health_checker final : public pollable_component {

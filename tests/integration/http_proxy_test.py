@@ -325,6 +325,10 @@ try:
     a.set_health(200)
     b.set_health(200)
     f.check(wait_until(lambda: healthy("a") == 1 and healthy("b") == 1), "workers passing /health again come back")
+    f.check(router.wait_for_log("worker a (" + a.url + ") is down: GET /health: HTTP 503 (2 failed probe(s) in a row)")
+            and router.wait_for_log("worker a (" + a.url + ") is up again"),
+            "each health transition is logged once, with what the probe saw")
+    f.check(router.full_log().count("worker a (" + a.url + ") is down") == 1, "and only once per transition")
     router.stop()
 
     # -- kv mode on real KV events: the worker whose engine published the prefix wins
