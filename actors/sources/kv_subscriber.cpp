@@ -96,6 +96,10 @@ struct kv_subscriber::impl {
         }
       }
     }
+    // Warm start: ask every engine with a replay endpoint for its buffer now, so idle engines'
+    // caches are known without waiting for their next batch.
+    for (auto& p : publishers)
+      if (p->tracker.start_warm_replay()) request_replay(*p);
     publish_stats();
   }
 

@@ -20,6 +20,11 @@
 ///   replayed batches are applied in order, then the held live ones (duplicates skipped).
 ///   Without one: clear, then apply (the index rebuilds from live events).
 /// - missing history (the replay starts after `next`, or skips inside): clear, then apply.
+/// - warm start (`start_warm_replay`, before any batch): a replay from 0 right away, so a router
+///   that subscribes to idle engines learns their caches without waiting for their next batch;
+///   live batches meanwhile are held as in any replay. If it delivers nothing (an empty buffer,
+///   or an engine that is not up yet) nothing is counted against the publisher: the tracker is
+///   back to first contact.
 /// - first contact with `seq > 0`: treated as a gap from 0, so a router that starts after its
 ///   engines learns their caches from the replay buffer.
 /// - a replay that ends having delivered nothing new (a publisher whose sequence jumped ahead
@@ -74,6 +79,19 @@ class seq_tracker {
   /// while a replay runs; beyond it the replay is abandoned (clear and rebuild).
   explicit seq_tracker(bool replay_available, std::size_t max_held = 10000)
       : replay_available_(replay_available), max_held_(max_held) {}
+
+  /// Asks for a replay from 0 before any batch came (see "warm start"); false without a replay
+  /// endpoint or once batches came.
+  bool start_warm_replay() {
+    if (!replay_available_ || next_ || replaying_) return false;
+    replaying_ = true;
+    warm_ = true;
+    replay_from_ = 0;
+    next_ = 0;
+    held_.clear();
+    ++counters_.replay_requests;
+    return true;
+  }
 
   /// A live batch. On `hold` / `request_replay` the payload is moved into the tracker.
   seq_action on_live(std::uint64_t seq, Payload& payload) {
@@ -153,6 +171,16 @@ class seq_tracker {
     replaying_ = false;
     std::stable_sort(held_.begin(), held_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     const bool progressed = *next_ > replay_from_;  // replayed batches moved the sequence on
+    if (std::exchange(warm_, false) && !progressed) {  // a warm start that found nothing: first contact again
+      next_.reset();
+      last_live_.reset();
+      std::vector<std::pair<std::uint64_t, Payload>> held(std::make_move_iterator(held_.begin()), std::make_move_iterator(held_.end()));
+      held_.clear();
+      for (auto& [seq, payload] : held)  // the live batches that came meanwhile, as if they came now
+        replay_first_contact(seq, payload, to_apply);
+      outcome.replay_again = replaying_;
+      return outcome;
+    }
     if (completed && !progressed) {
       ++counters_.replays_without_progress;
       if (++attempts_without_progress_ >= max_replay_attempts) {
@@ -196,6 +224,12 @@ class seq_tracker {
   [[nodiscard]] const seq_counters& counters() const { return counters_; }
 
  private:
+  /// Passes a held live batch through `on_live` again (after a warm start found nothing).
+  void replay_first_contact(std::uint64_t seq, Payload& payload, std::vector<Payload>& to_apply) {
+    const seq_action action = on_live(seq, payload);
+    if (action == seq_action::apply || action == seq_action::clear_and_apply) to_apply.push_back(std::move(payload));
+  }
+
   seq_action accept(std::uint64_t seq) {
     next_ = seq + 1;
     ++counters_.applied;
@@ -223,6 +257,7 @@ class seq_tracker {
   std::optional<std::uint64_t> next_;
   std::optional<std::uint64_t> last_live_;  ///< the highest live sequence number since the last restart
   bool replaying_ = false;
+  bool warm_ = false;  ///< the replay in progress is the warm start's
   std::uint64_t replay_from_ = 0;
   std::uint32_t attempts_without_progress_ = 0;
   std::deque<std::pair<std::uint64_t, Payload>> held_;

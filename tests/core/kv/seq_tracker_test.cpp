@@ -408,5 +408,44 @@ TEST(seq_tracker, a_replay_that_delivers_resets_the_fruitless_count) {
   EXPECT_EQ(tracker.counters().replays_given_up, 0u);
 }
 
+TEST(seq_tracker, a_warm_start_replays_from_zero_before_any_batch) {
+  seq_tracker<int> tracker(true);
+  ASSERT_TRUE(tracker.start_warm_replay());
+  EXPECT_EQ(tracker.replay_from(), 0u);
+  int payload = 0;
+  EXPECT_EQ(tracker.on_replay(5, payload), seq_action::clear_and_apply) << "the buffer starts at 5: history missing";
+  EXPECT_EQ(tracker.on_replay(6, payload), seq_action::apply);
+  payload = 7;
+  EXPECT_EQ(tracker.on_live(7, payload), seq_action::hold) << "live traffic waits for the replay";
+  std::vector<int> held;
+  const auto outcome = tracker.on_replay_end(true, held);
+  EXPECT_FALSE(outcome.replay_again);
+  EXPECT_EQ(held, std::vector<int>{7});
+  EXPECT_FALSE(tracker.start_warm_replay()) << "only before any batch";
+}
+
+TEST(seq_tracker, a_warm_start_that_finds_nothing_counts_nothing_and_waits_for_first_contact) {
+  seq_tracker<int> tracker(true);
+  ASSERT_TRUE(tracker.start_warm_replay());
+  int payload = 3;
+  EXPECT_EQ(tracker.on_live(3, payload), seq_action::hold);
+  std::vector<int> held;
+  // The replay timed out (the engine's replay socket is not up yet): the held batch is first
+  // contact mid-stream, so a replay from 0 is asked again, this time for a known gap.
+  const auto outcome = tracker.on_replay_end(false, held);
+  EXPECT_TRUE(outcome.replay_again);
+  EXPECT_FALSE(outcome.clear_first) << "nothing is cleared for a warm start that found nothing";
+  EXPECT_EQ(tracker.replay_from(), 0u);
+  EXPECT_EQ(tracker.counters().replays_without_progress, 0u);
+  EXPECT_EQ(tracker.counters().replay_unavailable, 0u);
+
+  seq_tracker<int> idle(true);
+  ASSERT_TRUE(idle.start_warm_replay());
+  EXPECT_FALSE(idle.on_replay_end(true, held).replay_again) << "an idle engine with an empty buffer";
+  payload = 0;
+  EXPECT_EQ(idle.on_live(0, payload), seq_action::apply) << "then its first batch is first contact";
+  EXPECT_FALSE(seq_tracker<int>(false).start_warm_replay()) << "no replay endpoint, no warm start";
+}
+
 }  // namespace
 }  // namespace kvr
