@@ -15,6 +15,7 @@ import zmq
 
 sys.path.insert(0, os.path.dirname(__file__))
 from kv_publisher import Engine  # noqa: E402
+from router_harness import Failures  # noqa: E402
 
 BLOCK_SIZE = 4
 
@@ -37,13 +38,8 @@ def main():
     out, err = router.communicate(timeout=60)
     elapsed = time.time() - started
     engine.close()
-    failures = []
-
-    def check(ok, what):
-        print(("ok   " if ok else "FAIL ") + what)
-        if not ok:
-            failures.append(what)
-
+    f = Failures()
+    check = f.check
     check(router.returncode == 0, f"kv-index exits 0 ({err.strip()[-200:]})")
     dump = json.loads(out)
     counters = dump["subscriber"][0]
@@ -55,9 +51,7 @@ def main():
     check(indexed == truth, f"the index equals the engine's cache ({len(indexed)} vs {len(truth)} blocks)")
     check(elapsed < 12, f"caught up in {elapsed:.1f} s (timeouts would take 5 s per replay)")
     context.term()
-    if failures:
-        sys.exit(f"{len(failures)} check(s) failed")
-    print("all checks passed")
+    f.exit()
 
 
 if __name__ == "__main__":

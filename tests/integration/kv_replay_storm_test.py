@@ -14,6 +14,7 @@ import zmq
 
 sys.path.insert(0, os.path.dirname(__file__))
 from kv_publisher import Engine  # noqa: E402
+from router_harness import Failures  # noqa: E402
 
 BLOCK_SIZE = 4
 
@@ -38,13 +39,8 @@ def main():
     elapsed = time.time() - started
     out, err = router.communicate(timeout=60)
     engine.close()
-    failures = []
-
-    def check(ok, what):
-        print(("ok   " if ok else "FAIL ") + what)
-        if not ok:
-            failures.append(what)
-
+    f = Failures()
+    check = f.check
     check(router.returncode == 0, f"kv-index exits 0 ({err.strip()[-200:]})")
     dump = json.loads(out)
     counters = dump["subscriber"][0]
@@ -56,9 +52,7 @@ def main():
     check(blocks > 0, f"the batches after the jump are indexed ({blocks} blocks)")
     check(counters["applied"] >= 20 + 50, f"in-order batches after the jump are applied ({counters['applied']})")
     context.term()
-    if failures:
-        sys.exit(f"{len(failures)} check(s) failed")
-    print("all checks passed")
+    f.exit()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import zmq
 
 sys.path.insert(0, os.path.dirname(__file__))
 from kv_publisher import Engine  # noqa: E402
+from router_harness import Failures  # noqa: E402
 
 BLOCK_SIZE = 4
 
@@ -30,13 +31,8 @@ def main():
                          capture_output=True, text=True, timeout=60)
     elapsed = time.time() - started
     engine.close()
-    failures = []
-
-    def check(ok, what):
-        print(("ok   " if ok else "FAIL ") + what)
-        if not ok:
-            failures.append(what)
-
+    f = Failures()
+    check = f.check
     check(out.returncode == 0, f"kv-index exits 0 ({out.stderr.strip()[-200:]})")
     dump = json.loads(out.stdout)
     indexed = sorted(int(h) for h in dump["workers"][0]["sequence_hashes"])
@@ -45,9 +41,7 @@ def main():
     check(dump["subscriber"][0]["live_batches"] == 0, "from its replay alone (no live batch came)")
     check(elapsed < 5, f"printed {elapsed:.1f} s after start (1 s of --idle after the replay settled)")
     context.term()
-    if failures:
-        sys.exit(f"{len(failures)} check(s) failed")
-    print("all checks passed")
+    f.exit()
 
 
 if __name__ == "__main__":
