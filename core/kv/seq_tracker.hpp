@@ -23,8 +23,9 @@
 /// - warm start (`start_warm_replay`, before any batch): a replay from 0 right away, so a router
 ///   that subscribes to idle engines learns their caches without waiting for their next batch;
 ///   live batches meanwhile are held as in any replay. If it delivers nothing (an empty buffer,
-///   or an engine that is not up yet) nothing is counted against the publisher: the tracker is
-///   back to first contact.
+///   or an engine that is not up yet) nothing is counted against the publisher: with no live
+///   batch held the tracker is back to first contact, else it carries on from the held ones as
+///   after any replay (a gap before them is replayed).
 /// - first contact with `seq > 0`: treated as a gap from 0, so a router that starts after its
 ///   engines learns their caches from the replay buffer.
 /// - a replay that ends having delivered nothing new (a publisher whose sequence jumped ahead
@@ -171,17 +172,14 @@ class seq_tracker {
     replaying_ = false;
     std::stable_sort(held_.begin(), held_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     const bool progressed = *next_ > replay_from_;  // replayed batches moved the sequence on
-    if (std::exchange(warm_, false) && !progressed) {  // a warm start that found nothing: first contact again
-      next_.reset();
-      last_live_.reset();
-      std::vector<std::pair<std::uint64_t, Payload>> held(std::make_move_iterator(held_.begin()), std::make_move_iterator(held_.end()));
-      held_.clear();
-      for (auto& [seq, payload] : held)  // the live batches that came meanwhile, as if they came now
-        replay_first_contact(seq, payload, to_apply);
-      outcome.replay_again = replaying_;
-      return outcome;
-    }
-    if (completed && !progressed) {
+    if (std::exchange(warm_, false) && !progressed) {  // a warm start that found nothing counts nothing
+      if (held_.empty()) {  // an idle engine with an empty buffer, or not up yet: wait for first contact
+        next_.reset();
+        last_live_.reset();
+        return outcome;
+      }
+      completed = true;  // live batches came meanwhile: carry on from them as after any replay
+    } else if (completed && !progressed) {
       ++counters_.replays_without_progress;
       if (++attempts_without_progress_ >= max_replay_attempts) {
         ++counters_.replays_given_up;
@@ -224,12 +222,6 @@ class seq_tracker {
   [[nodiscard]] const seq_counters& counters() const { return counters_; }
 
  private:
-  /// Passes a held live batch through `on_live` again (after a warm start found nothing).
-  void replay_first_contact(std::uint64_t seq, Payload& payload, std::vector<Payload>& to_apply) {
-    const seq_action action = on_live(seq, payload);
-    if (action == seq_action::apply || action == seq_action::clear_and_apply) to_apply.push_back(std::move(payload));
-  }
-
   seq_action accept(std::uint64_t seq) {
     next_ = seq + 1;
     ++counters_.applied;

@@ -28,6 +28,9 @@ class stream_under_test {
  public:
   explicit stream_under_test(bool replay_available) : tracker_(replay_available, /*max_held=*/16) {}
 
+  /// As the subscriber does when it starts: a replay from 0 before any batch.
+  void warm_start() { (void)tracker_.start_warm_replay(); }
+
   void live(numbered_payload payload) {
     const std::uint64_t seq = payload.seq;
     switch (tracker_.on_live(seq, payload)) {
@@ -82,7 +85,8 @@ class stream_under_test {
   std::optional<std::uint64_t> last_applied_;
 };
 
-/// Reads the script: per step an op byte (low 2 bits: live, replayed, replay end completed,
+/// Reads the script (after a first byte: bit 0 = the publisher has a replay endpoint, bit 1 =
+/// the subscriber starts with a warm replay): per step an op byte (low 2 bits: live, replayed, replay end completed,
 /// replay end failed), then for batches a sequence byte (a small step from the previous
 /// number, or a jump) and a length byte followed by that many payload bytes.
 class script {
@@ -116,6 +120,7 @@ class script {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   stream_under_test stream(/*replay_available=*/(data[0] & 1) != 0);
+  if ((data[0] & 2) != 0) stream.warm_start();
   script steps(std::span(data + 1, size - 1));
   for (int step = 0; step < 4096 && !steps.done(); ++step) {
     switch (steps.byte() & 3) {
