@@ -59,7 +59,7 @@ std::expected<std::shared_ptr<routing_table>, std::string> set_registry::apply(c
   }
   std::map<std::string, std::shared_ptr<running_set>> started;
   for (const std::string& name : plan.start) {
-    const auto card = std::find_if(next.sets.begin(), next.sets.end(), [&](const auto& c) { return c.name == name; });
+    const worker_set_card* card = card_named(next, name);
     auto set = start(next, *card);
     if (!set) {
       for (auto& [_, s] : started) stop_set(*s, false);
@@ -68,7 +68,7 @@ std::expected<std::shared_ptr<routing_table>, std::string> set_registry::apply(c
     started[name] = std::move(*set);
   }
   for (const std::string& name : plan.retune) {
-    const auto card = std::find_if(next.sets.begin(), next.sets.end(), [&](const auto& c) { return c.name == name; });
+    const worker_set_card* card = card_named(next, name);
     running_set& set = *running_.at(name);
     set.route.config = effective_config(next, *card);  // ingress's local picks read it from the table
     caf::anon_send(set.route.scorer, std::make_shared<const router_config>(set.route.config));
@@ -159,7 +159,7 @@ std::shared_ptr<routing_table> set_registry::restart(std::uint64_t set_id, const
   trim_at_ = steady::now() + std::chrono::seconds(2);  // the dead instance's memory is freed by then
   if (component.empty()) {
     const std::string name = set->route.name;
-    const auto card = std::find_if(current_.sets.begin(), current_.sets.end(), [&](const auto& c) { return c.name == name; });
+    const worker_set_card* card = card_named(current_, name);
     auto fresh = start(current_, *card);
     if (!fresh) {
       std::cerr << fmt::format("kvrouter: worker set {}: restart failed: {}\n", name, fresh.error());

@@ -203,15 +203,16 @@ router_config effective_config(const router_file& file, const worker_set_card& c
   return resolve_effective_config(file.router, card.router_config_override, card.block_size);
 }
 
+const worker_set_card* card_named(const router_file& file, std::string_view name) {
+  for (const worker_set_card& card : file.sets)
+    if (card.name == name) return &card;
+  return nullptr;
+}
+
 reload_plan plan_reload(const router_file& current, const router_file& next) {
   reload_plan plan;
-  auto find = [](const router_file& file, const std::string& name) -> const worker_set_card* {
-    for (const worker_set_card& card : file.sets)
-      if (card.name == name) return &card;
-    return nullptr;
-  };
   for (const worker_set_card& card : next.sets) {
-    const worker_set_card* old = find(current, card.name);
+    const worker_set_card* old = card_named(current, card.name);
     const bool same_card = old != nullptr && *old == card;
     // The same card but for its router_config override: the set may still be retunable.
     bool same_but_override = false;
@@ -231,7 +232,7 @@ reload_plan plan_reload(const router_file& current, const router_file& next) {
     }
   }
   for (const worker_set_card& card : current.sets)
-    if (find(next, card.name) == nullptr) plan.stop.push_back(card.name);
+    if (card_named(next, card.name) == nullptr) plan.stop.push_back(card.name);
   return plan;
 }
 

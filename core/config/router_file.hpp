@@ -72,6 +72,9 @@ struct reload_plan {
 };
 [[nodiscard]] reload_plan plan_reload(const router_file& current, const router_file& next);
 
+/// The card of the set named `name`, or null.
+[[nodiscard]] const worker_set_card* card_named(const router_file& file, std::string_view name);
+
 /// `{"sets": [{"name", "model", "effective_router_config", "uses_prefix_overlap",
 /// "kv_events_subscribed", "mm_routing_enabled"}]}` (`kvrouter explain`, `/v1/router/sets`).
 [[nodiscard]] nlohmann::json explain(const router_file& file);

@@ -193,8 +193,12 @@ clients = [threading.Thread(target=client, args=(i,)) for i in range(6)]
 for t in clients:
     t.start()
 warm_up_end = time.time() + max(min(20.0, 0.25 * minutes * 60), 1.5 * len(ACTIONS))
+def index_blocks():
+    return sum(v for k, v in router.metrics().items() if k.startswith("kvrouter_worker_index_blocks"))
+
+
 time.sleep(3)  # load alone first: the caches fill, and the index learns them from the events
-index_before_chaos = sum(v for k, v in router.metrics().items() if k.startswith("kvrouter_worker_index_blocks"))
+index_before_chaos = index_blocks()
 for action in rng.sample(ACTIONS, len(ACTIONS)):  # every kind of chaos once
     chaos(action)
     time.sleep(0.5)
@@ -208,7 +212,7 @@ def kv_batches():
     return sum(v for k, v in router.metrics().items() if k.startswith("kvrouter_set_kv_batches_total"))
 
 
-index_warm = sum(v for k, v in router.metrics().items() if k.startswith("kvrouter_worker_index_blocks"))
+index_warm = index_blocks()
 end = time.time() + minutes * 60 * 0.75
 batches_applied = 0  # over the measured part; a restarted set counts from 0 again
 while time.time() < end:
@@ -242,7 +246,7 @@ else:
     if not loads_zero():
         m = router.metrics()
         problems.append("booked loads not back to 0: " + str({k: v for k, v in m.items() if "active" in k and v}))
-    index = sum(v for k, v in router.metrics().items() if k.startswith("kvrouter_worker_index_blocks"))
+    index = index_blocks()
     if index > MAX_INDEX_BLOCKS:
         problems.append(f"the index holds {index} blocks, over its bound of {MAX_INDEX_BLOCKS}")
     time.sleep(11)  # retired sets keep their actors 10 s for decisions already asked of them
