@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "core/prompt/openai.hpp"
+#include "core/metrics/engine_metrics.hpp"
 #include "core/prompt/prompt_plan.hpp"
+#include "core/routing/admission_queue.hpp"
 #include "core/routing/lifecycle.hpp"
 
 namespace kvr {
@@ -25,6 +27,7 @@ struct route_job {
   std::shared_ptr<const routing_request> request;
   std::vector<std::uint32_t> excluded_workers;  ///< workers that already failed this request
   bool dry_run = false;                         ///< decide, but book nothing
+  request_priority priority = request_priority::normal;  ///< its place in the set's queue, should it wait
   prompt_plan plan;                             ///< what the hasher does with the prompt (ingress plans it)
   std::vector<std::uint64_t> sequence_hashes;   ///< the prompt's blocks (hasher)
   std::uint32_t prompt_tokens = 0;              ///< exact length once tokenized; 0 = the request's estimate
@@ -48,5 +51,16 @@ using media_resolution_ptr = std::shared_ptr<const media_resolution>;
 /// batch the steps of requests they routed themselves (round-robin, random); a step of a request
 /// the scorer routed travels on its own, as a `lifecycle_event`.
 using lifecycle_batch_ptr = std::shared_ptr<const std::vector<lifecycle_event>>;
+
+}  // namespace kvr
+
+namespace kvr {
+
+/// One scrape of a worker's `/metrics` (engine-metrics scraper -> scorer).
+struct engine_scrape {
+  std::uint32_t worker = 0;
+  engine_metrics metrics;
+};
+using engine_scrape_ptr = std::shared_ptr<const engine_scrape>;
 
 }  // namespace kvr

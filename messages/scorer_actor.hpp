@@ -17,6 +17,12 @@ using scorer_actor = caf::typed_actor<
     caf::reacts_to<lifecycle_event>,
     /// Bookings and lifecycle of requests ingress routed itself (round-robin, random).
     caf::reacts_to<lifecycle_batch_ptr>,
+    /// The client of request `id` left: take it out of the queue, if it waits there.
+    caf::reacts_to<withdraw_atom, std::uint64_t>,
+    /// A scrape of a worker's engine metrics.
+    caf::reacts_to<engine_scrape_ptr>,
+    /// The queue's next timeout is due.
+    caf::reacts_to<queue_check_atom>,
     /// The health checker's verdict on a worker: up (true) or down (false).
     caf::reacts_to<worker_health_atom, std::uint32_t, bool>,
     /// New cost-function weights from a reload (the index and bookings stay).

@@ -10,9 +10,11 @@ namespace kvr::ingress {
 
 /// The request header that asks for a routing decision instead of an answer.
 inline constexpr boost::beast::string_view dry_run_header = "x-kvrouter-dry-run";
+/// The request header that sets a request's class in its set's queue: high, normal or low.
+inline constexpr boost::beast::string_view priority_header = "x-kvrouter-priority";
 
 /// Fields that describe one hop's connection, never forwarded (RFC 9110 §7.6.1), plus those
-/// kvrouter writes itself (framing, Host) and its own dry-run switch.
+/// kvrouter writes itself (framing, Host) and its own routing headers.
 inline bool is_request_field_replaced(const boost::beast::http::fields::value_type& field) {
   namespace http = boost::beast::http;
   switch (field.name()) {
@@ -27,7 +29,8 @@ inline bool is_request_field_replaced(const boost::beast::http::fields::value_ty
     case http::field::expect:  // the whole body goes along at once: no 100 Continue to wait for
       return true;
     default:
-      return boost::beast::iequals(field.name_string(), dry_run_header);
+      return boost::beast::iequals(field.name_string(), dry_run_header) ||
+             boost::beast::iequals(field.name_string(), priority_header);
   }
 }
 

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "actors/http/set_metrics.hpp"
+
 namespace kvr {
 
 using ingress::io_thread;
@@ -83,82 +85,7 @@ void http_ingress::impl::accept(io_thread& thread) {
 std::string http_ingress::impl::metrics_text() {
   std::string out;
   probe.write_metrics(out);
-
-  auto table = current_table();
-  auto family = [&](std::string_view name, std::string_view help, std::string_view type, auto value_of) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
-    for (const worker_set_route& set : table->sets) {
-      const auto snapshot = set.snapshot->load();
-      for (const auto& w : snapshot->workers)
-        out += fmt::format("{}{{set=\"{}\",model=\"{}\",worker=\"{}\"}} {}\n", name, set.name, set.model, w.name, value_of(w));
-    }
-  };
-  using worker = scorer_snapshot::worker;
-  family("kvrouter_worker_healthy", "1 if the worker takes requests.", "gauge", [](const worker& w) { return w.healthy ? 1 : 0; });
-  family("kvrouter_worker_active_prefill_tokens", "Booked prompt tokens not yet prefilled.", "gauge",
-         [](const worker& w) { return w.prefill_tokens; });
-  family("kvrouter_worker_active_decode_blocks", "KV blocks held by requests in flight.", "gauge",
-         [](const worker& w) { return w.decode_blocks; });
-  family("kvrouter_worker_active_requests", "Requests in flight.", "gauge", [](const worker& w) { return w.requests; });
-  family("kvrouter_worker_index_blocks", "Blocks the prefix index holds for the worker.", "gauge",
-         [](const worker& w) { return w.index_blocks; });
-  family("kvrouter_worker_routed_total", "Requests routed to the worker.", "counter", [](const worker& w) { return w.routed; });
-  family("kvrouter_worker_failures_total", "Failures reported for the worker.", "counter",
-         [](const worker& w) { return w.failures; });
-  out += "# HELP kvrouter_component_restarts_total Restarts of a set's pipeline component after it died.\n"
-         "# TYPE kvrouter_component_restarts_total counter\n";
-  for (const worker_set_route& set : table->sets)
-    for (const component_status& c : set.components)
-      out += fmt::format("kvrouter_component_restarts_total{{set=\"{}\",model=\"{}\",component=\"{}\"}} {}\n", set.name,
-                         set.model, c.name, c.restarts);
-  out += "# HELP kvrouter_component_running 1 while a set's pipeline component runs (0: waiting for its restart).\n"
-         "# TYPE kvrouter_component_running gauge\n";
-  for (const worker_set_route& set : table->sets)
-    for (const component_status& c : set.components)
-      out += fmt::format("kvrouter_component_running{{set=\"{}\",model=\"{}\",component=\"{}\"}} {}\n", set.name, set.model,
-                         c.name, c.running ? 1 : 0);
-  out += "# HELP kvrouter_set_restarts_total Restarts of a whole set after its scorer or a hasher died.\n"
-         "# TYPE kvrouter_set_restarts_total counter\n";
-  for (const worker_set_route& set : table->sets)
-    out += fmt::format("kvrouter_set_restarts_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model, set.restarts);
-  out += "# HELP kvrouter_set_kv_batches_total KV-event batches applied.\n# TYPE kvrouter_set_kv_batches_total counter\n";
-  for (const worker_set_route& set : table->sets)
-    out += fmt::format("kvrouter_set_kv_batches_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
-                       set.snapshot->load()->kv_batches);
-  auto hasher_family = [&](std::string_view name, std::string_view help, auto value_of) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
-    for (const worker_set_route& set : table->sets)
-      if (set.hashing)
-        out += fmt::format("{}{{set=\"{}\",model=\"{}\"}} {}\n", name, set.name, set.model, value_of(*set.hashing));
-  };
-  hasher_family("kvrouter_set_prompts_tokenized_total", "Text and chat prompts tokenized.",
-                [](const hasher_counters& c) { return c.prompts_tokenized.load(); });
-  hasher_family("kvrouter_set_chats_rendered_total", "Chat requests rendered with the set's chat template.",
-                [](const hasher_counters& c) { return c.chats_rendered.load(); });
-  hasher_family("kvrouter_set_chat_render_errors_total", "Chat requests the template refused (routed on load).",
-                [](const hasher_counters& c) { return c.chat_render_errors.load(); });
-  hasher_family("kvrouter_set_segment_cache_hits_total", "Prompt segments whose token ids were reused.",
-                [](const hasher_counters& c) { return c.segment_cache_hits.load(); });
-  hasher_family("kvrouter_set_segment_cache_misses_total", "Prompt segments tokenized afresh (128 bytes or more).",
-                [](const hasher_counters& c) { return c.segment_cache_misses.load(); });
-  hasher_family("kvrouter_set_images_resolved_total", "Images spliced into prompts and hashed (multimodal routing).",
-                [](const hasher_counters& c) { return c.images_resolved.load(); });
-  hasher_family("kvrouter_set_image_bytes_hashed_total", "Decoded bytes of data-URI images hashed.",
-                [](const hasher_counters& c) { return c.image_bytes_hashed.load(); });
-  hasher_family("kvrouter_set_image_fallbacks_total", "Image requests routed on their text before the first image.",
-                [](const hasher_counters& c) { return c.image_fallbacks.load(); });
-  hasher_family("kvrouter_set_image_urls_unresolved_total", "Image URLs not resolved (no media fetcher, or too many waiting).",
-                [](const hasher_counters& c) { return c.image_urls_unresolved.load(); });
-  hasher_family("kvrouter_set_media_lookups_total", "Image URLs asked of the media fetcher.",
-                [](const hasher_counters& c) { return c.media.lookups.load(); });
-  hasher_family("kvrouter_set_media_cache_hits_total", "Image dimensions answered from the media cache.",
-                [](const hasher_counters& c) { return c.media.cache_hits.load(); });
-  hasher_family("kvrouter_set_media_fetches_total", "HTTP range requests the media fetcher sent.",
-                [](const hasher_counters& c) { return c.media.http_requests.load(); });
-  hasher_family("kvrouter_set_media_refusals_total", "Image URLs refused (scheme, or a private / loopback address).",
-                [](const hasher_counters& c) { return c.media.refusals.load(); });
-  hasher_family("kvrouter_set_media_failures_total", "Image fetches that failed (network, timeout, status, not an image).",
-                [](const hasher_counters& c) { return c.media.failures.load(); });
+  write_set_metrics(out, *current_table());
   return out;
 }
 

@@ -1,10 +1,13 @@
 #include "actors/http/proxy_stream.hpp"  // first: Asio wants <utility> before it under g++ 12
 
+#include <expected>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "actors/http/http_fields.hpp"
 #include "actors/http/request_router.hpp"
+#include "actors/http/set_metrics.hpp"
 
 namespace kvr::ingress {
 namespace {
@@ -221,7 +224,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
     if (path == "/health") return send(http::status::ok, R"({"status":"ok"})", "application/json");
     if (path == "/ready") return handle_ready();
     if (path == "/v1/models") return handle_models();
-    if (path == "/v1/router/sets") return send(http::status::ok, server_.current_table()->sets_json, "application/json");
+    if (path == "/v1/router/sets") return send(http::status::ok, sets_page(*server_.current_table()), "application/json");
     if (path == "/metrics") return send(http::status::ok, server_.metrics_text(), "text/plain; version=0.0.4");
     return send_error({api_errc::not_found, fmt::format("no route for {}", path), {}});
   }
@@ -266,15 +269,32 @@ class session final : public std::enable_shared_from_this<session>, public timed
     const worker_set_route* set = table->find(parsed->model);
     if (set == nullptr)
       return send_error({api_errc::unknown_model, fmt::format("The model `{}` does not exist.", parsed->model), "model"});
-    const auto dry_run = request_.find(dry_run_header);
+    const auto options = routing_options();
+    if (!options) return send_error(options.error());
     const std::uint64_t id = server_.next_request_id++;
     take_request_id(id);
-    router_.start(std::move(table), *set, std::make_shared<const routing_request>(std::move(*parsed)),
-                  id, dry_run != request_.end() && dry_run->value() == "1",
+    router_.start(std::move(table), *set, std::make_shared<const routing_request>(std::move(*parsed)), id, *options,
                   [this] { return make_sink(); });
     state_ = state::routing;
     watch_client();
     act(router_.route());
+  }
+
+  /// `x-kvrouter-dry-run: 1` and `x-kvrouter-priority: high | normal | low` (normal if absent).
+  [[nodiscard]] std::expected<request_options, api_error> routing_options() const {
+    request_options options;
+    const auto dry_run = request_.find(dry_run_header);
+    options.dry_run = dry_run != request_.end() && dry_run->value() == "1";
+    const auto given = request_.find(priority_header);
+    if (given == request_.end()) return options;
+    const std::string_view value(given->value().data(), given->value().size());
+    const auto priority = parse_priority(value);
+    if (!priority)
+      return std::unexpected(api_error{
+          api_errc::invalid_request,
+          fmt::format("x-kvrouter-priority must be high, normal or low (got \"{}\")", value.substr(0, 64)), {}});
+    options.priority = *priority;
+    return options;
   }
 
   /// The client's `X-Request-Id` if it is a sane one (1-128 visible ASCII characters), else
@@ -318,6 +338,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
     switch (verdict.what) {
       case route_verdict::kind::wait: return;
       case route_verdict::kind::answer:
+        if (client_gone_) return close_after_client_left();  // e.g. withdrawn from the queue
         return send(static_cast<http::status>(verdict.status), std::move(verdict.body), "application/json");
       case route_verdict::kind::proxy:
         if (client_gone_) {  // the client left while the request was being routed
@@ -344,6 +365,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
 
   void client_went_away() {
     client_gone_ = true;
+    if (state_ == state::routing) router_.withdraw();
     stream_.cancel();
   }
 
@@ -366,9 +388,11 @@ class session final : public std::enable_shared_from_this<session>, public timed
   void send(http::status status, std::string body, std::string_view content_type) {
     state_ = state::answering;
     const auto reason = http::obsolete_reason(status);
-    head_ = fmt::format("HTTP/1.1 {} {}\r\nServer: kvrouter\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}\r\n",
+    // A 429 (the set's queue or in-flight bound is full) says when to come back.
+    head_ = fmt::format("HTTP/1.1 {} {}\r\nServer: kvrouter\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}{}\r\n",
                         static_cast<unsigned>(status), std::string_view(reason.data(), reason.size()), content_type,
-                        body.size(), keep_alive_ ? "" : "Connection: close\r\n");
+                        body.size(), status == http::status::too_many_requests ? "Retry-After: 1\r\n" : "",
+                        keep_alive_ ? "" : "Connection: close\r\n");
     local_body_ = std::move(body);
     server_.probe.responded(static_cast<unsigned>(status));
     expire_after(server_.settings.client_timeout);

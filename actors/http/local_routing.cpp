@@ -6,11 +6,18 @@ namespace kvr {
 
 std::optional<std::uint32_t> local_router::pick(const worker_set_route& set, std::span<const std::uint32_t> excluded) {
   const auto snapshot = set.snapshot->load();
-  candidates_.clear();
-  for (std::uint32_t w = 0; w < set.workers.size(); ++w) {
-    const bool healthy = w >= snapshot->workers.size() || snapshot->workers[w].healthy;
-    if (healthy && std::find(excluded.begin(), excluded.end(), w) == excluded.end())
-      candidates_.push_back(worker_candidate{.worker = w});
+  // Workers the scorer last saw busy (their engines report waiting requests) are passed over
+  // while another worker is free; when all are busy, every routable one stays a candidate.
+  for (const bool skip_busy : {true, false}) {
+    candidates_.clear();
+    for (std::uint32_t w = 0; w < set.workers.size(); ++w) {
+      const bool known = w < snapshot->workers.size();
+      const bool healthy = !known || snapshot->workers[w].healthy;
+      const bool busy = known && snapshot->workers[w].busy;
+      if (healthy && !(skip_busy && busy) && std::find(excluded.begin(), excluded.end(), w) == excluded.end())
+        candidates_.push_back(worker_candidate{.worker = w});
+    }
+    if (!candidates_.empty()) break;
   }
   if (candidates_.empty()) return std::nullopt;
   // The ticket advances only for round-robin; random ignores it.

@@ -31,6 +31,11 @@ api_error routing_error(const route_decision& decision) {
     case route_failure::every_worker_failed: return {api_errc::worker_failed, "every available worker failed this request", {}};
     case route_failure::set_retired:
       return {api_errc::no_worker_available, "the worker set was reconfigured before this request was routed; retry", {}};
+    case route_failure::queue_full:
+      return {api_errc::queue_full, "every worker is busy and this model's queue is full; retry shortly", {}};
+    case route_failure::queue_timeout:
+      return {api_errc::queue_timeout, "every worker stayed busy for as long as this router lets a request wait", {}};
+    case route_failure::every_worker_busy:  // the scorer queues these; never an answer
     case route_failure::no_healthy_worker:
     case route_failure::none: break;
   }
@@ -38,14 +43,14 @@ api_error routing_error(const route_decision& decision) {
 }
 
 void request_router::start(std::shared_ptr<const routing_table> table, const worker_set_route& set,
-                           std::shared_ptr<const routing_request> request, std::uint64_t request_id, bool dry_run,
-                           sink_factory make_sink) {
+                           std::shared_ptr<const routing_request> request, std::uint64_t request_id,
+                           request_options options, sink_factory make_sink) {
   make_sink_ = std::move(make_sink);
   table_ = std::move(table);
   set_ = &set;
   request_ = std::move(request);
   request_id_ = request_id;
-  dry_run_ = dry_run;
+  options_ = options;
   excluded_.clear();
   attempts_ = 0;
 }
@@ -63,9 +68,12 @@ route_verdict request_router::answer(const api_error& error) {
 }
 
 route_verdict request_router::route() {
-  routed_locally_ = decides_without_state(set_->config) && !dry_run_;
+  routed_locally_ = decides_without_state(set_->config) && !options_.dry_run;
   if (routed_locally_) return route_locally();
-  if (set_->routing_in_flight->fetch_add(1) >= limits_.max_routing_in_flight) {
+  // Requests waiting in the set's queue are bounded by the queue itself.
+  const std::uint32_t bound =
+      limits_.max_routing_in_flight + (queues_when_busy(set_->config) ? set_->config.queue_size : 0);
+  if (set_->routing_in_flight->fetch_add(1) >= bound) {
     set_->routing_in_flight->fetch_sub(1);
     probe_.overloaded();
     return answer({api_errc::overloaded, "the router is overloaded; retry shortly", {}});
@@ -74,7 +82,8 @@ route_verdict request_router::route() {
   job->request_id = request_id_;
   job->request = request_;
   job->excluded_workers = excluded_;
-  job->dry_run = dry_run_;
+  job->dry_run = options_.dry_run;
+  job->priority = options_.priority;
   job->reply = make_sink_();
   // Only prompts the set's hashers can hash take the extra hop (core/prompt/prompt_plan).
   job->plan = set_->hashers.empty() ? prompt_plan{} : plan_prompt(*request_, set_->prompts);
@@ -100,7 +109,7 @@ route_verdict request_router::route_locally() {
 route_verdict request_router::on_decision(const route_decision& decision) {
   set_->routing_in_flight->fetch_sub(1);
   if (!decision.ok()) return answer(routing_error(decision));
-  if (dry_run_) return answer_dry_run(decision);
+  if (options_.dry_run) return answer_dry_run(decision);
   overlap_blocks_ = decision.overlap_blocks;
   return proxy_to(decision.worker);
 }
@@ -137,7 +146,8 @@ route_verdict request_router::answer_dry_run(const route_decision& decision) con
                           {"overlap_blocks", c.overlap_blocks},
                           {"active_prefill_tokens", c.active_prefill_tokens},
                           {"active_decode_blocks", c.active_decode_blocks},
-                          {"healthy", c.healthy}});
+                          {"healthy", c.healthy},
+                          {"busy", c.busy}});
   const worker_target& worker = set_->workers[decision.worker];
   return {route_verdict::kind::answer, 0, 200,
           nlohmann::json{{"worker", worker.name},
@@ -149,6 +159,10 @@ route_verdict request_router::answer_dry_run(const route_decision& decision) con
                          {"cost", decision.cost},
                          {"candidates", std::move(candidates)}}
               .dump()};
+}
+
+void request_router::withdraw() {
+  if (set_ != nullptr && !routed_locally_) caf::anon_send(set_->scorer, withdraw_atom_v, request_id_);
 }
 
 void request_router::tell_scorer(lifecycle_event::kind what) {

@@ -34,6 +34,12 @@ struct route_verdict {
   std::string body;
 };
 
+/// How the client asked for its request to be routed (its `x-kvrouter-*` headers).
+struct request_options {
+  bool dry_run = false;  ///< decide, but book nothing and answer with the decision
+  request_priority priority = request_priority::normal;  ///< its place in the set's queue
+};
+
 /// The answer a client gets when routing chose no worker (`decision` says why).
 [[nodiscard]] api_error routing_error(const route_decision& decision);
 
@@ -51,7 +57,7 @@ class request_router {
 
   /// Starts routing a parsed request of `set` (kept alive by `table`).
   void start(std::shared_ptr<const routing_table> table, const worker_set_route& set,
-             std::shared_ptr<const routing_request> request, std::uint64_t request_id, bool dry_run,
+             std::shared_ptr<const routing_request> request, std::uint64_t request_id, request_options options,
              sink_factory make_sink);
   /// Picks a worker: here for round-robin and random, else by asking the set's actors, whose
   /// answer goes to a sink from the factory (called once, on an actor's thread).
@@ -69,6 +75,9 @@ class request_router {
   void first_token() { tell_scorer(lifecycle_event::kind::first_token); }
   /// The request ended, however it ended: its booking is released.
   void finished() { tell_scorer(lifecycle_event::kind::finished); }
+  /// The client left while its request was being routed: if it waits in the set's queue, it
+  /// is taken out (nothing was booked for it).
+  void withdraw();
   /// Forgets the request (the connection moves on to its next one).
   void reset();
 
@@ -95,7 +104,7 @@ class request_router {
   std::shared_ptr<const routing_request> request_;
   std::uint64_t request_id_ = 0;
   sink_factory make_sink_;
-  bool dry_run_ = false;
+  request_options options_;
   bool routed_locally_ = false;  ///< picked by this thread (round-robin, random), not the scorer
   std::vector<std::uint32_t> excluded_;
   std::uint32_t attempts_ = 0;

@@ -11,6 +11,7 @@
 
 #include "actors/pipeline/hasher.hpp"
 #include "actors/pipeline/scorer.hpp"
+#include "actors/sources/engine_scraper.hpp"
 #include "core/config/router_config.hpp"
 #include "core/prompt/prompt_plan.hpp"
 
@@ -47,6 +48,8 @@ struct worker_set_route {
   bool fetches_media = false;         ///< the set has a media fetcher (multimodal, overlap scored)
   /// The hashers' counters; every set has them, at zero where the gate spawns no hashers.
   std::shared_ptr<kvr::hasher_counters> hashing = std::make_shared<kvr::hasher_counters>();
+  /// The engine-metrics scraper's counters (zero where scrapes are off).
+  std::shared_ptr<engine_scrape_counters> scrapes = std::make_shared<engine_scrape_counters>();
   std::shared_ptr<scorer_snapshot_cell> snapshot;
   std::vector<component_status> components;  ///< the set's supervised components
   std::uint64_t restarts = 0;                ///< restarts of the whole set (its scorer or a hasher died)

@@ -19,6 +19,12 @@ struct health_settings {
   std::uint32_t successes = 1;  ///< consecutive good probes before it is up again
 };
 
+/// Engine-metrics scrapes (actors/sources/engine_scraper): `GET /metrics` on every worker.
+struct engine_metrics_settings {
+  std::chrono::milliseconds interval{1000};  ///< 0 = off
+  std::chrono::milliseconds timeout{1000};
+};
+
 /// The media fetchers of multimodal sets that score overlap (actors/pipeline/media_fetcher).
 struct media_fetch_settings {
   std::chrono::milliseconds timeout{10000};  ///< per fetch, redirects included
@@ -37,6 +43,7 @@ struct pipeline_settings {
   std::chrono::seconds index_grace{60};
   std::string kv_bind;        ///< bind one KV-event SUB here instead of connecting to kv= endpoints
   health_settings health;     ///< interval 0 = no active health checks
+  engine_metrics_settings engine_metrics;  ///< interval 0 = no scrapes
   /// A component that died (KV subscriber, health checker, media fetcher, or the set's scorer or
   /// hashers) is restarted after this, doubling while it keeps dying (at most 10 s).
   std::chrono::milliseconds restart_backoff{200};

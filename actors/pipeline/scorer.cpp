@@ -4,20 +4,100 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/routing/admission_queue.hpp"
+
 namespace kvr {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+using scorer_pointer = scorer_actor::stateful_pointer<struct scorer_state>;
 
 struct scorer_state {
   std::optional<worker_set_router> router;
   std::shared_ptr<scorer_snapshot_cell> snapshot;
+  /// Requests that found every worker busy (only ever filled where the set queues).
+  std::optional<admission_queue<route_job_ptr>> queue;
+  admission_status admission;
+  std::optional<time_point> check_at;  ///< when the pending queue_check_atom fires
 
-  void publish() { snapshot->store(std::make_shared<scorer_snapshot>(router->status(clock_type::now()))); }
+  void publish() {
+    auto status = std::make_shared<scorer_snapshot>(router->status(clock_type::now()));
+    status->admission = admission;
+    for (std::size_t c = 0; c < priority_classes; ++c)
+      status->admission.depth[c] = queue->size(static_cast<request_priority>(c));
+    snapshot->store(std::move(status));
+  }
 };
 
-scorer_actor::behavior_type scorer(scorer_actor::stateful_pointer<scorer_state> self, scorer_settings settings) {
+route_query query_of(const route_job& job) {
+  return {.request_id = job.request_id,
+          .sequence_hashes = job.sequence_hashes,
+          .prompt_tokens = job.prompt_tokens > 0 ? job.prompt_tokens : job.request->prompt_tokens,
+          .excluded_workers = job.excluded_workers,
+          .dry_run = job.dry_run};
+}
+
+route_decision failure(route_failure why) {
+  route_decision decision;
+  decision.failure = why;
+  return decision;
+}
+
+/// Wakes the scorer when the queue's oldest request times out.
+void arm_queue_check(scorer_pointer self) {
   auto& s = self->state;
+  const auto due = s.queue->next_timeout();
+  if (!due || (s.check_at && *s.check_at <= *due)) return;
+  s.check_at = *due;
+  self->delayed_send(self, *due - clock_type::now() + std::chrono::milliseconds(1), queue_check_atom_v);
+}
+
+/// Routes queued requests, best first, while a worker is free for them.
+void dispatch(scorer_pointer self, time_point now) {
+  auto& s = self->state;
+  while (const auto* head = s.queue->head(now)) {
+    route_decision decision = s.router->decide(query_of(*head->payload), now);
+    if (decision.failure == route_failure::every_worker_busy) return;
+    auto entry = s.queue->pop_head(now);
+    ++s.admission.admitted_after_wait;
+    if (decision.ok()) s.admission.wait.record(now - entry.arrival);
+    entry.payload->reply(std::move(decision));
+  }
+}
+
+void expire_queue(scorer_pointer self, time_point now) {
+  auto& s = self->state;
+  s.queue->expire(now, [&](auto&& entry) {
+    ++s.admission.timed_out;
+    entry.payload->reply(failure(route_failure::queue_timeout));
+  });
+}
+
+void route(scorer_pointer self, const route_job_ptr& job) {
+  auto& s = self->state;
+  const auto now = clock_type::now();
+  // Behind requests already waiting, a new one waits too (dispatch serves it in its turn).
+  if (s.queue->empty() || job->dry_run) {
+    route_decision decision = s.router->decide(query_of(*job), now);
+    if (decision.failure != route_failure::every_worker_busy) return job->reply(std::move(decision));
+  }
+  if (!s.queue->push(job->request_id, job->priority, now, job)) {
+    ++s.admission.rejected_full;
+    return job->reply(failure(route_failure::queue_full));
+  }
+  dispatch(self, now);
+  arm_queue_check(self);
+}
+
+/// Capacity may have freed (an end, a first token, fresh metrics): serve the queue.
+void on_capacity_change(scorer_pointer self) {
+  if (!self->state.queue->empty()) dispatch(self, clock_type::now());
+}
+
+scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings) {
+  auto& s = self->state;
+  s.admission.enabled = queues_when_busy(settings.routing.config);
+  s.queue.emplace(admission_settings_of(settings.routing.config));
   s.router.emplace(std::move(settings.routing));
   s.snapshot = std::move(settings.snapshot);
   s.publish();
@@ -28,19 +108,19 @@ scorer_actor::behavior_type scorer(scorer_actor::stateful_pointer<scorer_state> 
         for (const kv_update& update : *updates)
           self->state.router->on_kv_batch(update.publisher, update.clear_first, update.batch);
       },
-      [self](const route_job_ptr& job) {
-        const route_job& j = *job;
-        const route_query query{.request_id = j.request_id,
-                                .sequence_hashes = j.sequence_hashes,
-                                .prompt_tokens = j.prompt_tokens > 0 ? j.prompt_tokens : j.request->prompt_tokens,
-                                .excluded_workers = j.excluded_workers,
-                                .dry_run = j.dry_run};
-        job->reply(self->state.router->decide(query, clock_type::now()));
+      [self](const route_job_ptr& job) { route(self, job); },
+      [self](withdraw_atom, std::uint64_t request_id) {
+        auto& s = self->state;
+        if (auto job = s.queue->remove(request_id)) {
+          ++s.admission.withdrawn;
+          (*job)->reply(failure(route_failure::queue_timeout));  // nobody reads it: the client is gone
+        }
       },
       [self](const lifecycle_event& event) {
         auto& s = self->state;
         s.router->on_lifecycle(event, clock_type::now());
         if (event.what == lifecycle_event::kind::worker_failed) s.publish();
+        on_capacity_change(self);
       },
       [self](const lifecycle_batch_ptr& batch) {
         auto& s = self->state;
@@ -51,15 +131,43 @@ scorer_actor::behavior_type scorer(scorer_actor::stateful_pointer<scorer_state> 
           failures |= event.what == lifecycle_event::kind::worker_failed;
         }
         if (failures) s.publish();  // ingress's local picks read health from the snapshot
+        on_capacity_change(self);
+      },
+      [self](const engine_scrape_ptr& scrape) {
+        auto& s = self->state;
+        const auto now = clock_type::now();
+        const bool was_busy = s.router->busy(scrape->worker, now);
+        s.router->on_engine_metrics(scrape->worker, scrape->metrics, now);
+        if (s.router->busy(scrape->worker, now) != was_busy) s.publish();  // local picks avoid busy workers
+        on_capacity_change(self);
+      },
+      [self](queue_check_atom) {
+        auto& s = self->state;
+        s.check_at.reset();
+        const auto now = clock_type::now();
+        expire_queue(self, now);
+        dispatch(self, now);
+        arm_queue_check(self);
       },
       [self](worker_health_atom, std::uint32_t worker, bool up) {
         self->state.router->on_health(worker, up, clock_type::now());
         self->state.publish();
+        on_capacity_change(self);
       },
-      [self](const router_config_ptr& config) { self->state.router->retune(*config); },
+      [self](const router_config_ptr& config) {
+        auto& s = self->state;
+        s.router->retune(*config);
+        s.queue->retune(admission_settings_of(*config));
+        s.admission.enabled = queues_when_busy(*config);
+        on_capacity_change(self);
+      },
       [self](tick_atom) {
-        self->state.router->tick(clock_type::now());
-        self->state.publish();
+        auto& s = self->state;
+        const auto now = clock_type::now();
+        s.router->tick(now);
+        expire_queue(self, now);
+        dispatch(self, now);
+        s.publish();
         self->delayed_send(self, std::chrono::seconds(1), tick_atom_v);
       },
       [self](dump_index_atom) { return self->state.router->dump_index().dump(); },

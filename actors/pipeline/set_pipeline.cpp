@@ -1,5 +1,6 @@
 #include "actors/pipeline/set_pipeline.hpp"
 
+#include <algorithm>
 #include <iostream>
 
 #include <caf/all.hpp>
@@ -8,6 +9,7 @@
 #include "actors/pipeline/hasher.hpp"
 #include "actors/pipeline/media_fetcher.hpp"
 #include "actors/pipeline/scorer.hpp"
+#include "actors/sources/engine_scraper.hpp"
 #include "actors/sources/health_checker.hpp"
 #include "actors/sources/kv_subscriber.hpp"
 
@@ -65,6 +67,10 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
   for (const worker_target& w : set.workers) routing.worker_names.push_back(w.name);
   routing.unhealthy_backoff = serve.unhealthy_backoff;
   routing.index_grace = serve.index_grace;
+  // About three scrapes: one lost scrape changes nothing, a worker whose scrapes stopped is
+  // judged on its bookings alone soon after.
+  routing.engine_metrics_ttl = std::max(3 * (serve.engine_metrics.interval + serve.engine_metrics.timeout),
+                                        std::chrono::milliseconds(1000));
   std::vector<kv_publisher> publishers;
   if (should_subscribe_to_kv_events(config)) {
     for (const publisher_spec& p : expand_publishers(card.workers)) {
@@ -120,6 +126,18 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
       });
       out.health_checks = true;
     }
+    if (serve.engine_metrics.interval.count() > 0) {
+      std::vector<engine_scrape_target> targets;
+      for (std::uint32_t w = 0; w < set.workers.size(); ++w)
+        targets.push_back({w, {set.workers[w].host, set.workers[w].port, set.workers[w].base_path + "/metrics"},
+                           fmt::format("worker set {}: worker {} ({})", set.name, set.workers[w].name, set.workers[w].url)});
+      const engine_scraper_settings settings{
+          .poll = {.interval = serve.engine_metrics.interval, .timeout = serve.engine_metrics.timeout, .body_limit = 8 << 20},
+          .block_size = config.block_size};
+      add("engine_scraper", [settings, scorer = set.scorer, targets, counters = set.scrapes] {
+        return std::make_shared<engine_scraper>(settings, scorer, targets, counters);
+      });
+    }
     if (!publishers.empty()) {
       kv_subscriber_settings kv_settings;
       kv_settings.publishers = publishers;
@@ -140,6 +158,7 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
 void drive(caf::actor_system& system, component_slot& slot) {
   const std::string thread_name = slot.name == "kv_subscriber"    ? "kvr-kv-sub"
                                   : slot.name == "health_checker" ? "kvr-health"
+                                  : slot.name == "engine_scraper" ? "kvr-scrape"
                                                                   : "kvr-media";
   slot.driver = spawn_component_driver(system, slot.instance, thread_name);
   slot.started = std::chrono::steady_clock::now();

@@ -1,127 +1,71 @@
-#include <utility>  // before Asio under g++ 12
-
 #include "actors/sources/health_checker.hpp"
-
 
 #include <iostream>
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <fmt/format.h>
+
+#include "actors/sources/http_poller.hpp"
 
 namespace kvr {
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using tcp = asio::ip::tcp;
-
-/// One worker's probe loop: wait, probe, count, report transitions.
-class prober : public std::enable_shared_from_this<prober> {
- public:
-  prober(asio::io_context& io, const health_settings& settings, scorer_actor scorer, health_target target)
-      : io_(io), settings_(settings), scorer_(std::move(scorer)), target_(std::move(target)), timer_(io), resolver_(io) {}
-
-  void start() { schedule(); }
-  void stop() {
-    timer_.cancel();
-    if (stream_) stream_->cancel();
-  }
-
- private:
-  void schedule() {
-    timer_.expires_after(settings_.interval);
-    timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
-      if (!ec) self->probe();
-    });
-  }
-
-  void probe() {
-    stream_.emplace(io_);
-    stream_->expires_after(settings_.timeout);
-    resolver_.async_resolve(target_.host, target_.port, [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type results) {
-      if (ec) return self->done(false, "cannot resolve: " + ec.message());
-      self->stream_->async_connect(results, [self](beast::error_code ec, const tcp::endpoint&) {
-        if (ec) return self->done(false, "connect: " + ec.message());
-        self->request_ = {http::verb::get, self->target_.path, 11};
-        self->request_.set(http::field::host, self->target_.host + ":" + self->target_.port);
-        self->request_.keep_alive(false);
-        http::async_write(*self->stream_, self->request_, [self](beast::error_code ec, std::size_t) {
-          if (ec) return self->done(false, "write: " + ec.message());
-          self->response_ = {};
-          http::async_read(*self->stream_, self->buffer_, self->response_, [self](beast::error_code ec, std::size_t) {
-            if (ec) return self->done(false, "read: " + ec.message());
-            const unsigned status = self->response_.result_int();
-            self->done(status == 200, fmt::format("HTTP {}", status));
-          });
-        });
-      });
-    });
-  }
-
-  /// `why`: what the probe saw (an error, or the status).
-  void done(bool healthy, const std::string& why) {
-    stream_.reset();
-    buffer_.clear();
-    if (healthy) {
-      failures_ = 0;
-      if (down_ && ++successes_ >= settings_.successes) report(true, why);
-    } else {
-      successes_ = 0;
-      if (!down_ && ++failures_ >= settings_.failures) report(false, why);
-    }
-    schedule();
-  }
-
-  /// One log line per transition, with what the last probe saw.
-  void report(bool up, const std::string& why) {
-    std::cerr << (up ? fmt::format("kvrouter: {} is up again: GET {} answered 200 ({} good probe(s) in a row)\n",
-                                   target_.label, target_.path, successes_)
-                     : fmt::format("kvrouter: {} is down: GET {}: {} ({} failed probe(s) in a row)\n", target_.label,
-                                   target_.path, why, failures_));
-    down_ = !up;
-    failures_ = successes_ = 0;
-    caf::anon_send(scorer_, worker_health_atom_v, target_.worker, up);
-  }
-
-  asio::io_context& io_;
-  const health_settings& settings_;
-  scorer_actor scorer_;
-  health_target target_;
-  asio::steady_timer timer_;
-  tcp::resolver resolver_;
-  std::optional<beast::tcp_stream> stream_;
-  beast::flat_buffer buffer_;
-  http::request<http::empty_body> request_;
-  http::response<http::string_body> response_;
-  bool down_ = false;  ///< as last reported (workers start up)
-  std::uint32_t failures_ = 0;
-  std::uint32_t successes_ = 0;
+/// One worker's verdicts: consecutive results counted, transitions reported.
+struct worker_verdicts {
+  bool down = false;  ///< as last reported (workers start up)
+  std::uint32_t failures = 0;
+  std::uint32_t successes = 0;
 };
 
 }  // namespace
 
 struct health_checker::impl {
   health_settings settings;
-  asio::io_context io{1};
-  std::vector<std::shared_ptr<prober>> probers;
+  scorer_actor scorer;
+  std::vector<health_target> targets;
+  std::vector<worker_verdicts> verdicts;
+  std::optional<http_poller> poller;
+
+  void on_probe(std::size_t i, const poll_result& result) {
+    const bool healthy = result.answered && result.status == 200;
+    const std::string why = result.answered ? fmt::format("HTTP {}", result.status) : result.error;
+    worker_verdicts& v = verdicts[i];
+    if (healthy) {
+      v.failures = 0;
+      if (v.down && ++v.successes >= settings.successes) report(i, true, why);
+    } else {
+      v.successes = 0;
+      if (!v.down && ++v.failures >= settings.failures) report(i, false, why);
+    }
+  }
+
+  /// One log line per transition, with what the last probe saw.
+  void report(std::size_t i, bool up, const std::string& why) {
+    const health_target& target = targets[i];
+    worker_verdicts& v = verdicts[i];
+    std::cerr << (up ? fmt::format("kvrouter: {} is up again: GET {} answered 200 ({} good probe(s) in a row)\n",
+                                   target.label, target.path, v.successes)
+                     : fmt::format("kvrouter: {} is down: GET {}: {} ({} failed probe(s) in a row)\n", target.label,
+                                   target.path, why, v.failures));
+    v.down = !up;
+    v.failures = v.successes = 0;
+    caf::anon_send(scorer, worker_health_atom_v, target.worker, up);
+  }
 };
 
 health_checker::health_checker(health_settings settings, scorer_actor scorer, std::vector<health_target> targets)
     : impl_(std::make_unique<impl>()) {
   impl_->settings = settings;
-  for (health_target& target : targets) {
-    impl_->probers.push_back(std::make_shared<prober>(impl_->io, impl_->settings, scorer, std::move(target)));
-    impl_->probers.back()->start();
-  }
+  impl_->scorer = std::move(scorer);
+  impl_->targets = std::move(targets);
+  impl_->verdicts.resize(impl_->targets.size());
+  std::vector<poll_target> polls;
+  for (const health_target& t : impl_->targets) polls.push_back({t.host, t.port, t.path});
+  impl_->poller.emplace(poll_settings{.interval = settings.interval, .timeout = settings.timeout, .body_limit = 64 * 1024},
+                        std::move(polls), [impl = impl_.get()](std::size_t i, const poll_result& r) { impl->on_probe(i, r); });
 }
 
-health_checker::~health_checker() {
-  for (auto& p : impl_->probers) p->stop();
-}
+health_checker::~health_checker() = default;
 
-void health_checker::poll_for(std::chrono::milliseconds budget) { impl_->io.run_for(budget); }
+void health_checker::poll_for(std::chrono::milliseconds budget) { impl_->poller->run_for(budget); }
 
 }  // namespace kvr

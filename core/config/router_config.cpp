@@ -3,6 +3,9 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <limits>
+#include <type_traits>
+#include <variant>
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -18,23 +21,31 @@ constexpr std::array<std::pair<router_mode, std::string_view>, 5> mode_names{{
     {router_mode::least_loaded, "least-loaded"},
 }};
 
-enum class knob_kind { mode, number, boolean, count };
+/// Where a knob's value lives in `router_config`; the mode is the one enum-valued knob.
+using knob_field = std::variant<router_mode router_config::*, double router_config::*, bool router_config::*,
+                                std::uint32_t router_config::*, std::uint64_t router_config::*>;
 
 struct knob {
   knob_info info;
-  knob_kind kind;
+  knob_field field;
 };
 
-constexpr std::array<knob, 9> knob_table{{
-    {{"router_mode", "MODE", "how workers are picked", "kv|round-robin|random|power-of-two|least-loaded"}, knob_kind::mode},
-    {{"overlap_score_credit", "NUMBER", "weight of a cached block against a block of prefill work; 0 ignores the cache", ">= 0"}, knob_kind::number},
-    {{"prefill_load_scale", "NUMBER", "weight of prefill work against decode work", ">= 0"}, knob_kind::number},
-    {{"router_temperature", "NUMBER", "0 picks the cheapest worker; > 0 samples softmax(-cost/T)", ">= 0"}, knob_kind::number},
-    {{"use_kv_events", "true|false", "index the workers' KV events; false = approximate mode", "true|false"}, knob_kind::boolean},
-    {{"track_active_blocks", "true|false", "count in-flight requests' blocks as decode load", "true|false"}, knob_kind::boolean},
-    {{"approx_ttl_secs", "SECONDS", "lifetime of a predicted index entry in approximate mode", ">= 1 in approximate mode"}, knob_kind::count},
-    {{"max_index_blocks", "N", "hard bound on (worker, block) index entries per worker set", ">= 1"}, knob_kind::count},
-    {{"block_size", "TOKENS", "tokens per KV block, as the engines are configured", ">= 1"}, knob_kind::count},
+using rc = router_config;
+const std::array<knob, 14> knob_table{{
+    {{"router_mode", "MODE", "how workers are picked", "kv|round-robin|random|power-of-two|least-loaded"}, &rc::mode},
+    {{"overlap_score_credit", "NUMBER", "weight of a cached block against a block of prefill work; 0 ignores the cache", ">= 0"}, &rc::overlap_score_credit},
+    {{"prefill_load_scale", "NUMBER", "weight of prefill work against decode work", ">= 0"}, &rc::prefill_load_scale},
+    {{"router_temperature", "NUMBER", "0 picks the cheapest worker; > 0 samples softmax(-cost/T)", ">= 0"}, &rc::router_temperature},
+    {{"use_kv_events", "true|false", "index the workers' KV events; false = approximate mode", "true|false"}, &rc::use_kv_events},
+    {{"track_active_blocks", "true|false", "count in-flight requests' blocks as decode load", "true|false"}, &rc::track_active_blocks},
+    {{"approx_ttl_secs", "SECONDS", "lifetime of a predicted index entry in approximate mode", ">= 1 in approximate mode"}, &rc::approx_ttl_secs},
+    {{"max_index_blocks", "N", "hard bound on (worker, block) index entries per worker set", ">= 1"}, &rc::max_index_blocks},
+    {{"block_size", "TOKENS", "tokens per KV block, as the engines are configured", ">= 1"}, &rc::block_size},
+    {{"busy_threshold", "NUMBER", "a worker is busy beyond this many batches of booked prefill tokens (or with waiting requests); requests wait in the set's queue while every worker is busy; 0 = no queue", ">= 0"}, &rc::busy_threshold},
+    {{"max_num_batched_tokens", "TOKENS", "the engines' prefill batch size (vLLM --max-num-batched-tokens)", ">= 1"}, &rc::max_num_batched_tokens},
+    {{"queue_size", "N", "requests a set's queue holds; beyond, 429 queue_full", ">= 1"}, &rc::queue_size},
+    {{"queue_timeout_secs", "SECONDS", "longest wait in the queue; beyond, 503 queue_timeout", ">= 1"}, &rc::queue_timeout_secs},
+    {{"queue_age_boost_secs", "SECONDS", "a queued request moves up one priority class after waiting this long", ">= 1"}, &rc::queue_age_boost_secs},
 }};
 
 const std::array<knob_info, knob_table.size()> knob_infos = [] {
@@ -95,8 +106,11 @@ router_config load_aware_preset(router_config base) {
 }
 
 bool decides_without_state(const router_config& config) {
-  return config.mode == router_mode::round_robin || config.mode == router_mode::random;
+  // A queue needs the bookings, which only the scorer holds.
+  return (config.mode == router_mode::round_robin || config.mode == router_mode::random) && !queues_when_busy(config);
 }
+
+bool queues_when_busy(const router_config& config) { return config.busy_threshold > 0.0; }
 
 bool uses_prefix_overlap(const router_config& config) {
   return config.mode == router_mode::kv && config.overlap_score_credit > 0.0;
@@ -107,6 +121,11 @@ bool retunable_in_place(const router_config& running, const router_config& next)
   weights_only.router_temperature = running.router_temperature;
   weights_only.prefill_load_scale = running.prefill_load_scale;
   weights_only.overlap_score_credit = running.overlap_score_credit;
+  weights_only.busy_threshold = running.busy_threshold;
+  weights_only.max_num_batched_tokens = running.max_num_batched_tokens;
+  weights_only.queue_size = running.queue_size;
+  weights_only.queue_timeout_secs = running.queue_timeout_secs;
+  weights_only.queue_age_boost_secs = running.queue_age_boost_secs;
   return weights_only == running && uses_prefix_overlap(running) == uses_prefix_overlap(next);
 }
 
@@ -122,6 +141,12 @@ std::expected<void, config_error> validate(const router_config& config) {
     return fail(fmt::format("prefill_load_scale must be a finite number >= 0 (got {})", config.prefill_load_scale));
   if (!(config.router_temperature >= 0.0) || !std::isfinite(config.router_temperature))
     return fail(fmt::format("router_temperature must be a finite number >= 0 (got {})", config.router_temperature));
+  if (!(config.busy_threshold >= 0.0) || !std::isfinite(config.busy_threshold))
+    return fail(fmt::format("busy_threshold must be a finite number >= 0 (got {})", config.busy_threshold));
+  if (config.max_num_batched_tokens == 0) return fail("max_num_batched_tokens must be at least 1 token (got 0)");
+  if (config.queue_size == 0) return fail("queue_size must be at least 1 (got 0); busy_threshold 0 turns the queue off");
+  if (config.queue_timeout_secs == 0) return fail("queue_timeout_secs must be at least 1 (got 0)");
+  if (config.queue_age_boost_secs == 0) return fail("queue_age_boost_secs must be at least 1 (got 0)");
   if (config.block_size == 0) return fail("block_size must be at least 1 token (got 0)");
   if (config.max_index_blocks == 0) return fail("max_index_blocks must be at least 1 (got 0)");
   if (config.approx_ttl_secs == 0 && uses_prefix_overlap(config) && !config.use_kv_events)
@@ -141,42 +166,32 @@ std::span<const knob_info> knobs() { return knob_infos; }
 std::expected<void, config_error> set_knob(router_config& config, std::string_view name, std::string_view value) {
   const knob* k = find_knob(name);
   if (k == nullptr) return std::unexpected(error(fmt::format("unknown router config key \"{}\"", name)));
-  switch (k->kind) {
-    case knob_kind::mode: {
-      auto mode = parse_router_mode(value);
-      if (!mode)
-        return std::unexpected(error(fmt::format(
-            "unknown router_mode \"{}\" (expected kv, round-robin, random, power-of-two or least-loaded)", value)));
-      config.mode = *mode;
-      return {};
-    }
-    case knob_kind::number: {
-      auto number = parse_number(name, value);
-      if (!number) return std::unexpected(number.error());
-      if (name == "overlap_score_credit") config.overlap_score_credit = *number;
-      else if (name == "prefill_load_scale") config.prefill_load_scale = *number;
-      else config.router_temperature = *number;
-      return {};
-    }
-    case knob_kind::boolean: {
-      auto flag = parse_bool(name, value);
-      if (!flag) return std::unexpected(flag.error());
-      (name == "use_kv_events" ? config.use_kv_events : config.track_active_blocks) = *flag;
-      return {};
-    }
-    case knob_kind::count: {
-      auto count = parse_count(name, value);
-      if (!count) return std::unexpected(count.error());
-      if (name == "max_index_blocks") {
-        config.max_index_blocks = *count;
+  return std::visit(
+      [&]<class T>(T router_config::*field) -> std::expected<void, config_error> {
+        if constexpr (std::is_same_v<T, router_mode>) {
+          auto mode = parse_router_mode(value);
+          if (!mode)
+            return std::unexpected(error(fmt::format(
+                "unknown router_mode \"{}\" (expected kv, round-robin, random, power-of-two or least-loaded)", value)));
+          config.*field = *mode;
+        } else if constexpr (std::is_same_v<T, double>) {
+          auto number = parse_number(name, value);
+          if (!number) return std::unexpected(number.error());
+          config.*field = *number;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          auto flag = parse_bool(name, value);
+          if (!flag) return std::unexpected(flag.error());
+          config.*field = *flag;
+        } else {
+          auto count = parse_count(name, value);
+          if (!count) return std::unexpected(count.error());
+          if (*count > std::numeric_limits<T>::max())
+            return std::unexpected(error(fmt::format("{} is too large (got {})", name, *count)));
+          config.*field = static_cast<T>(*count);
+        }
         return {};
-      }
-      if (*count > UINT32_MAX) return std::unexpected(error(fmt::format("{} is too large (got {})", name, *count)));
-      (name == "approx_ttl_secs" ? config.approx_ttl_secs : config.block_size) = static_cast<std::uint32_t>(*count);
-      return {};
-    }
-  }
-  return {};
+      },
+      k->field);
 }
 
 std::expected<router_config, config_error> router_config_from_json(const nlohmann::json& object, router_config base) {
@@ -184,43 +199,40 @@ std::expected<router_config, config_error> router_config_from_json(const nlohman
   for (const auto& [key, value] : object.items()) {
     const knob* k = find_knob(key);
     if (k == nullptr) return std::unexpected(error(fmt::format("unknown router config key \"{}\"", key)));
-    std::string text;
-    switch (k->kind) {
-      case knob_kind::mode:
-        if (!value.is_string()) return std::unexpected(error(fmt::format("{} must be a string", key)));
-        text = value.get<std::string>();
-        break;
-      case knob_kind::boolean:
-        if (!value.is_boolean()) return std::unexpected(error(fmt::format("{} must be true or false", key)));
-        text = value.get<bool>() ? "true" : "false";
-        break;
-      case knob_kind::number:
-        if (!value.is_number()) return std::unexpected(error(fmt::format("{} must be a number", key)));
-        text = value.dump();
-        break;
-      case knob_kind::count:
-        if (!value.is_number_integer() || value.get<std::int64_t>() < 0)
-          return std::unexpected(error(fmt::format("{} must be a non-negative integer (got {})", key, value.dump())));
-        text = value.dump();
-        break;
-    }
-    if (auto set = set_knob(base, key, text); !set) return std::unexpected(set.error());
+    auto text = std::visit(
+        [&]<class T>(T router_config::*) -> std::expected<std::string, config_error> {
+          if constexpr (std::is_same_v<T, router_mode>) {
+            if (!value.is_string()) return std::unexpected(error(fmt::format("{} must be a string", key)));
+            return value.get<std::string>();
+          } else if constexpr (std::is_same_v<T, bool>) {
+            if (!value.is_boolean()) return std::unexpected(error(fmt::format("{} must be true or false", key)));
+            return value.get<bool>() ? "true" : "false";
+          } else if constexpr (std::is_same_v<T, double>) {
+            if (!value.is_number()) return std::unexpected(error(fmt::format("{} must be a number", key)));
+            return value.dump();
+          } else {
+            if (!value.is_number_unsigned())
+              return std::unexpected(error(fmt::format("{} must be a non-negative integer (got {})", key, value.dump())));
+            return value.dump();
+          }
+        },
+        k->field);
+    if (!text) return std::unexpected(text.error());
+    if (auto set = set_knob(base, key, *text); !set) return std::unexpected(set.error());
   }
   return base;
 }
 
 nlohmann::json to_json(const router_config& config) {
-  return nlohmann::json{
-      {"router_mode", std::string(to_string(config.mode))},
-      {"overlap_score_credit", config.overlap_score_credit},
-      {"prefill_load_scale", config.prefill_load_scale},
-      {"router_temperature", config.router_temperature},
-      {"use_kv_events", config.use_kv_events},
-      {"track_active_blocks", config.track_active_blocks},
-      {"approx_ttl_secs", config.approx_ttl_secs},
-      {"max_index_blocks", config.max_index_blocks},
-      {"block_size", config.block_size},
-  };
+  nlohmann::json object = nlohmann::json::object();
+  for (const knob& k : knob_table)
+    std::visit(
+        [&]<class T>(T router_config::*field) {
+          if constexpr (std::is_same_v<T, router_mode>) object[std::string(k.info.name)] = std::string(to_string(config.*field));
+          else object[std::string(k.info.name)] = config.*field;
+        },
+        k.field);
+  return object;
 }
 
 }  // namespace kvr

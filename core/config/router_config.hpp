@@ -44,6 +44,20 @@ struct router_config {
   /// card (or `--block-size` for a command-line set), never from a card's `router_config`.
   std::uint32_t block_size = 16;
 
+  // Admission (core/routing/admission_queue): a worker is busy when its booked prefill tokens
+  // exceed busy_threshold x max_num_batched_tokens, or its engine reports waiting requests.
+  // Requests that find every routable worker busy wait in the set's queue.
+  /// 0 turns the queue off: every request is forwarded at once.
+  double busy_threshold = 0.0;
+  /// The engines' prefill batch size in tokens (vLLM's `--max-num-batched-tokens`).
+  std::uint32_t max_num_batched_tokens = 8192;
+  /// Requests a set's queue holds; beyond, 429 `queue_full`.
+  std::uint32_t queue_size = 1024;
+  /// Longest wait in the queue; beyond, 503 `queue_timeout`.
+  std::uint32_t queue_timeout_secs = 60;
+  /// A request waiting this long moves up one priority class (and again after as long).
+  std::uint32_t queue_age_boost_secs = 10;
+
   friend bool operator==(const router_config&, const router_config&) = default;
 };
 
@@ -56,15 +70,18 @@ struct router_config {
 [[nodiscard]] bool uses_prefix_overlap(const router_config& config);
 /// Whether a running set can take `next` in place of `running` without being rebuilt: they differ
 /// only in the cost function's weights (`router_temperature`, `prefill_load_scale`,
-/// `overlap_score_credit`) and agree on whether prefix overlap is scored, so the pipeline, the
-/// prefix index and the bookings all stay as they are.
+/// `overlap_score_credit`) and the admission knobs, and agree on whether prefix overlap is
+/// scored, so the pipeline, the prefix index, the bookings and the queue all stay as they are.
 [[nodiscard]] bool retunable_in_place(const router_config& running, const router_config& next);
 /// Prefix overlap scored from the workers' own KV events (as opposed to approximate mode).
 [[nodiscard]] bool should_subscribe_to_kv_events(const router_config& config);
 
 /// Round-robin and random pick without looking at loads or the prefix index, so ingress takes
-/// these decisions on its I/O threads and only reports the bookings to the scorer.
+/// these decisions on its I/O threads and only reports the bookings to the scorer (unless the
+/// set queues when busy: the queue needs the bookings).
 [[nodiscard]] bool decides_without_state(const router_config& config);
+/// The set holds requests while every worker is busy (`busy_threshold` > 0).
+[[nodiscard]] bool queues_when_busy(const router_config& config);
 
 /// A config rejected by validation or parsing; `message` names the knob and the bad value.
 struct config_error {

@@ -35,7 +35,9 @@ std::string_view type_of(api_errc code) {
     case api_errc::method_not_allowed:
     case api_errc::not_found: return "invalid_request_error";
     case api_errc::unknown_model: return "invalid_request_error";
-    case api_errc::too_many_requests: return "rate_limit_error";
+    case api_errc::too_many_requests:
+    case api_errc::queue_full: return "rate_limit_error";
+    case api_errc::queue_timeout: return "service_unavailable";
     case api_errc::no_worker_available:
     case api_errc::overloaded: return "service_unavailable";
     case api_errc::worker_failed:
@@ -53,6 +55,8 @@ std::string_view code_of(api_errc code) {
     case api_errc::method_not_allowed: return "method_not_allowed";
     case api_errc::body_too_large: return "body_too_large";
     case api_errc::too_many_requests: return "too_many_requests";
+    case api_errc::queue_full: return "queue_full";
+    case api_errc::queue_timeout: return "queue_timeout";
     case api_errc::no_worker_available: return "no_worker_available";
     case api_errc::overloaded: return "overloaded";
     case api_errc::worker_failed: return "worker_failed";
@@ -182,7 +186,9 @@ int http_status(api_errc code) {
     case api_errc::unknown_model: return 404;
     case api_errc::method_not_allowed: return 405;
     case api_errc::body_too_large: return 413;
-    case api_errc::too_many_requests: return 429;
+    case api_errc::too_many_requests:
+    case api_errc::queue_full: return 429;
+    case api_errc::queue_timeout: return 503;
     case api_errc::no_worker_available:
     case api_errc::overloaded: return 503;
     case api_errc::worker_failed: return 502;

@@ -26,6 +26,8 @@ enum class api_errc : std::uint8_t {
   method_not_allowed,    ///< 405
   body_too_large,        ///< 413
   too_many_requests,     ///< 429 (in-flight bound of a worker set reached)
+  queue_full,            ///< 429 (every worker busy and the set's queue full)
+  queue_timeout,         ///< 503 (waited in the set's queue past its timeout)
   no_worker_available,   ///< 503 (every worker unhealthy, or none configured)
   overloaded,            ///< 503 (the routing actors are saturated)
   worker_failed,         ///< 502 (workers failed before answering)

@@ -39,6 +39,9 @@ enum class route_failure : std::uint8_t {
   every_worker_failed,  ///< the workers left all failed this request already
   set_retired,          ///< the worker set was reconfigured before the request was routed
   prompt_too_long,      ///< the prompt (images expanded) exceeds the router's limit; `prompt_tokens` says how long
+  every_worker_busy,    ///< every routable worker is busy and the set queues: the request waits
+  queue_full,           ///< it would have waited, but the set's queue is full
+  queue_timeout,        ///< it waited in the queue for longer than the set's queue timeout
 };
 
 /// One candidate as routing saw it (reported in dry-run answers).
@@ -48,6 +51,7 @@ struct candidate_view {
   std::uint64_t active_prefill_tokens = 0;
   std::uint64_t active_decode_blocks = 0;
   bool healthy = true;
+  bool busy = false;
 };
 
 /// Where a request goes, and what routing knew when it chose.

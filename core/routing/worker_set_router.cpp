@@ -27,6 +27,24 @@ bool worker_set_router::healthy(std::uint32_t worker, time_point now) const {
   return worker < workers_.size() && !workers_[worker].down_since && now >= workers_[worker].unhealthy_until;
 }
 
+bool worker_set_router::busy(std::uint32_t worker, time_point now) const {
+  if (worker >= workers_.size()) return false;
+  const worker_state& w = workers_[worker];
+  const bool engine_fresh = now < w.engine_until;
+  if (engine_fresh && w.engine.waiting_requests.value_or(0) > 0) return true;
+  const router_config& config = settings_.config;
+  if (!queues_when_busy(config)) return false;
+  const std::uint32_t batch = engine_fresh && w.engine.max_num_batched_tokens ? *w.engine.max_num_batched_tokens
+                                                                            : config.max_num_batched_tokens;
+  return static_cast<double>(active_->load(worker).prefill_tokens) > config.busy_threshold * batch;
+}
+
+void worker_set_router::on_engine_metrics(std::uint32_t worker, const engine_metrics& metrics, time_point now) {
+  if (worker >= workers_.size()) return;
+  workers_[worker].engine = metrics;
+  workers_[worker].engine_until = now + settings_.engine_metrics_ttl;
+}
+
 void worker_set_router::compute_overlaps(std::span<const std::uint64_t> sequence_hashes) {
   if (!sequence_hashes.empty()) index_->find_matches(sequence_hashes, publisher_overlaps_);
   else publisher_overlaps_.clear();
@@ -42,16 +60,39 @@ void worker_set_router::compute_overlaps(std::span<const std::uint64_t> sequence
   }
 }
 
+bool worker_set_router::keep_free_workers_only(const route_query& query, time_point now) {
+  auto excluded = [&](std::uint32_t w) {
+    return std::find(query.excluded_workers.begin(), query.excluded_workers.end(), w) != query.excluded_workers.end();
+  };
+  bool any_routable = false, any_free = false;
+  busy_.assign(workers(), 0);
+  for (std::uint32_t w = 0; w < workers(); ++w) {
+    if (!healthy_[w] || excluded(w)) continue;
+    any_routable = true;
+    busy_[w] = busy(w, now) ? 1 : 0;
+    any_free |= busy_[w] == 0;
+  }
+  if (any_free) {
+    for (std::uint32_t w = 0; w < workers(); ++w)
+      if (busy_[w]) healthy_[w] = 0;
+    return false;
+  }
+  return any_routable && queues_when_busy(settings_.config);
+}
+
 route_decision worker_set_router::decide(const route_query& query, time_point now) {
   const router_config& config = settings_.config;
-  compute_overlaps(query.sequence_hashes);
-  healthy_.resize(workers());
-  for (std::uint32_t w = 0; w < workers(); ++w) healthy_[w] = healthy(w, now) ? 1 : 0;
-  collect_candidates(worker_overlaps_, active_->loads(), healthy_, query.excluded_workers, candidates_, active_overlaps_);
-
   route_decision decision;
   decision.prompt_tokens = query.prompt_tokens;
   decision.prompt_blocks = (query.prompt_tokens + config.block_size - 1) / config.block_size;
+  healthy_.resize(workers());
+  for (std::uint32_t w = 0; w < workers(); ++w) healthy_[w] = healthy(w, now) ? 1 : 0;
+  if (keep_free_workers_only(query, now) && !query.dry_run) {
+    decision.failure = route_failure::every_worker_busy;
+    return decision;
+  }
+  compute_overlaps(query.sequence_hashes);
+  collect_candidates(worker_overlaps_, active_->loads(), healthy_, query.excluded_workers, candidates_, active_overlaps_);
   const auto chosen = select_worker(candidates_, config, {query.prompt_tokens, round_robin_ticket_}, rng_);
   if (!chosen) {
     ++unroutable_;
@@ -67,7 +108,8 @@ route_decision worker_set_router::decide(const route_query& query, time_point no
     ++dry_runs_;
     for (std::uint32_t w = 0; w < workers(); ++w) {
       const worker_load load = active_->load(w);
-      decision.candidates.push_back({w, worker_overlaps_[w], load.prefill_tokens, load.decode_blocks, healthy_[w] != 0});
+      decision.candidates.push_back(
+          {w, worker_overlaps_[w], load.prefill_tokens, load.decode_blocks, healthy(w, now), busy_[w] != 0});
     }
     return decision;
   }
@@ -153,7 +195,9 @@ worker_set_status worker_set_router::status(time_point now) const {
                               .requests = load.requests,
                               .index_blocks = blocks_per_worker[w],
                               .routed = workers_[w].routed,
-                              .failures = workers_[w].failures});
+                              .failures = workers_[w].failures,
+                              .busy = busy(w, now),
+                              .engine = now < workers_[w].engine_until ? workers_[w].engine : engine_metrics{}});
   }
   status.routed = routed_total_;
   status.dry_runs = dry_runs_;

@@ -22,7 +22,9 @@
 #include "core/config/router_config.hpp"
 #include "core/kv/kv_apply.hpp"
 #include "core/kv/kv_event.hpp"
+#include "core/metrics/engine_metrics.hpp"
 #include "core/routing/active_sequences.hpp"
+#include "core/routing/admission_queue.hpp"
 #include "core/routing/lifecycle.hpp"
 #include "core/routing/prefix_index.hpp"
 #include "core/routing/selector/selector.hpp"
@@ -42,6 +44,9 @@ struct worker_set_router_settings {
   /// outage loses nothing), then they are dropped.
   duration index_grace = std::chrono::seconds(60);
   std::uint64_t seed = 0x5eed;  ///< the selector's random tie-breaks
+  /// An engine's scraped metrics count this long (about three scrape intervals): a worker whose
+  /// scrapes stopped is judged on its bookings alone.
+  duration engine_metrics_ttl = std::chrono::seconds(3);
 };
 
 /// What the set's routing state looks like at one moment (for /metrics, /ready, /v1/router/sets).
@@ -55,6 +60,8 @@ struct worker_set_status {
     std::uint64_t index_blocks = 0;
     std::uint64_t routed = 0;
     std::uint64_t failures = 0;
+    bool busy = false;                 ///< see worker_set_router::busy
+    engine_metrics engine;             ///< the last scrape (empty when none, or too old)
   };
   std::vector<worker> workers;
   std::uint64_t routed = 0;
@@ -63,6 +70,7 @@ struct worker_set_status {
   std::uint64_t expired_bookings = 0;
   std::uint64_t index_blocks = 0;
   std::uint64_t kv_batches = 0;
+  admission_status admission;  ///< the scorer's queue (filled by the scorer, not the router)
 };
 
 class worker_set_router {
@@ -82,6 +90,8 @@ class worker_set_router {
   /// A batch of KV events from `publisher`, after clearing its entries if `clear_first`.
   /// Batches of publishers this set does not know are ignored.
   void on_kv_batch(std::uint32_t publisher, bool clear_first, const kv_batch& batch);
+  /// A scrape of `worker`'s `/metrics`.
+  void on_engine_metrics(std::uint32_t worker, const engine_metrics& metrics, time_point now);
   /// A publisher left: its index entries go.
   void remove_publisher(std::uint32_t publisher);
   /// Housekeeping: expires lost bookings and predicted entries, drops the index entries of
@@ -89,6 +99,12 @@ class worker_set_router {
   void tick(time_point now);
 
   [[nodiscard]] bool healthy(std::uint32_t worker, time_point now) const;
+  /// Busy: its booked prefill tokens exceed `busy_threshold` x its prefill batch size (the
+  /// engine's own when its metrics tell it, else `max_num_batched_tokens`), or its engine
+  /// reports waiting requests (traffic this router did not send, or a batch it cannot fit).
+  /// Busy workers get no new request while another worker is free; when none is, requests
+  /// wait in the set's queue (busy_threshold > 0) or go to the cheapest as before.
+  [[nodiscard]] bool busy(std::uint32_t worker, time_point now) const;
   [[nodiscard]] std::size_t workers() const { return settings_.worker_names.size(); }
   [[nodiscard]] worker_set_status status(time_point now) const;
   /// The index, per publisher, with its event counters (operators and tests).
@@ -103,6 +119,8 @@ class worker_set_router {
     bool index_dropped = false;              ///< entries dropped after the grace period
     std::uint64_t routed = 0;
     std::uint64_t failures = 0;
+    engine_metrics engine;
+    time_point engine_until{};  ///< `engine` counts until then
   };
 
   /// The one booking path: a decision's or one ingress made itself.
@@ -110,6 +128,9 @@ class worker_set_router {
   void worker_failed(std::uint64_t request_id, std::uint32_t worker, time_point now);
   /// Per worker: the prompt's overlap (index and in-flight blocks) into `worker_overlaps_`.
   void compute_overlaps(std::span<const std::uint64_t> sequence_hashes);
+  /// Takes busy workers out of `healthy_` while another routable worker is free; true when
+  /// none is free and the set queues (the request must wait).
+  bool keep_free_workers_only(const route_query& query, time_point now);
 
   worker_set_router_settings settings_;
   std::unique_ptr<prefix_index> index_;
@@ -121,7 +142,7 @@ class worker_set_router {
   std::uint64_t routed_total_ = 0, dry_runs_ = 0, unroutable_ = 0, clears_ = 0;
   // Reused per request.
   std::vector<std::uint32_t> publisher_overlaps_, worker_overlaps_, active_overlaps_;
-  std::vector<std::uint8_t> healthy_;
+  std::vector<std::uint8_t> healthy_, busy_;
   std::vector<worker_candidate> candidates_;
 };
 

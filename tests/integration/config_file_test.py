@@ -84,7 +84,11 @@ try:
     _, _, live = router.request("GET", "/v1/router/sets")
     live_sets = json.loads(live)["sets"]
     pipelines = [s.pop("pipeline") for s in live_sets]
+    live_states = [s.pop("live") for s in live_sets]
     f.check(live_sets == explain(path), "/v1/router/sets shows what explain prints")
+    f.check([[w["name"] for w in live["workers"]] for live in live_states] == [["a"], ["b"]] and
+            all(live["queue"]["enabled"] is False for live in live_states),
+            f"... and each set's live state: its workers and its queue ({live_states})")
     f.check(pipelines[0]["hashers"] == 0 and pipelines[1]["hashers"] == 0 and not pipelines[1]["kv_subscriber"],
             f"round-robin and load-aware sets run no hashers and no KV subscriber ({pipelines})")
 
@@ -139,6 +143,7 @@ try:
     kept = json.loads(router.request("GET", "/v1/router/sets")[2])["sets"]
     for s_ in kept:
         s_.pop("pipeline")
+        s_.pop("live")
     f.check(kept == explain(write("copy.json", base)), "an invalid edit is rejected and the last good config stays in force")
     f.check(router.chat(model="ma")[0] == 200, "set-a still serves after the rejected edit")
 

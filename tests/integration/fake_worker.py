@@ -6,7 +6,7 @@
 
 Answers POST /v1/chat/completions and /v1/completions: streaming (SSE, chunked, one `data:` event
 every --chunk-delay seconds, in vLLM's chunk shape) or not (one JSON object). Every answer names
-the worker. --break-after-head sends a 200 head and closes before any body. GET /stats returns what it saw: requests, bodies, streams cut short by the client.
+the worker. POST /control {"health": N, "metrics": TEXT} sets what GET /health and GET /metrics answer. --break-after-head sends a 200 head and closes before any body. GET /stats returns what it saw: requests, bodies, streams cut short by the client.
 Writes its port to --port-file once listening (it binds port 0 on 127.0.0.1, or ::1 with --ipv6)."""
 import argparse
 import json
@@ -27,6 +27,7 @@ class Stats:
         self.paths = []
         self.headers = []
         self.health = 200
+        self.metrics = None  # GET /metrics answers this text (404 while None)
 
     def snapshot(self):
         with self.lock:
@@ -57,13 +58,23 @@ def make_handler(args, stats):
                 return self._json(200, stats.snapshot())
             if self.path == "/health":
                 return self._json(stats.health, {"status": "ok" if stats.health == 200 else "failing"})
+            if self.path == "/metrics" and stats.metrics is not None:
+                body = stats.metrics.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             self._json(404, {"error": "no such path"})
 
         def do_POST(self):
             length = int(self.headers.get("Content-Length", "0"))
             raw = self.rfile.read(length)
-            if self.path == "/control":  # tests flip the worker's /health answer
-                stats.health = json.loads(raw)["health"]
+            if self.path == "/control":  # tests flip the worker's /health answer and set its /metrics text
+                control = json.loads(raw)
+                stats.health = control.get("health", stats.health)
+                stats.metrics = control.get("metrics", stats.metrics)
                 return self._json(200, {"health": stats.health})
             with stats.lock:
                 stats.requests += 1

@@ -33,8 +33,15 @@ class Worker:
         return json.loads(c.getresponse().read())
 
     def set_health(self, status):
+        self.control(health=status)
+
+    def set_metrics(self, text):
+        """What the worker's GET /metrics answers from now on (Prometheus text)."""
+        self.control(metrics=text)
+
+    def control(self, **settings):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-        c.request("POST", "/control", body=json.dumps({"health": status}))
+        c.request("POST", "/control", body=json.dumps(settings))
         c.getresponse().read()
 
     def stop(self):

@@ -111,6 +111,12 @@ def image_url_is_fetched(name):
     return status == 200 and wait_for(lambda: metric(router, "kvrouter_set_media_fetches_total", set="m", model="m") > before, 3)
 
 
+def engine_metrics_reach_routing():
+    worker.set_metrics('vllm:num_requests_waiting{engine="0"} 0\nvllm:num_requests_running{engine="0"} 1\n')
+    before = metric(router, "kvrouter_set_engine_scrapes_total", set="m", model="m")
+    return bool(wait_for(lambda: metric(router, "kvrouter_set_engine_scrapes_total", set="m", model="m") > before, 5))
+
+
 def health_verdicts_reach_routing():
     worker.set_health(500)
     down = wait_for(lambda: router.worker_gauge("kvrouter_worker_healthy", "w0") == 0, 5)
@@ -125,11 +131,12 @@ try:
     view = set_view(router)
     f.check(all(c["running"] and c["restarts"] == 0 for c in view["components"].values()) and not view["degraded"],
             f"every component runs, none restarted ({view['components']})")
-    f.check(sorted(view["components"]) == ["health_checker", "kv_subscriber", "media_fetcher"],
-            "the set supervises its KV subscriber, health checker and media fetcher")
+    f.check(sorted(view["components"]) == ["engine_scraper", "health_checker", "kv_subscriber", "media_fetcher"],
+            "the set supervises its KV subscriber, health checker, engine-metrics scraper and media fetcher")
 
     checks = {"kv_subscriber": lambda: kv_reaches_the_index(5000),
               "health_checker": health_verdicts_reach_routing,
+              "engine_scraper": engine_metrics_reach_routing,
               "media_fetcher": lambda: image_url_is_fetched("after")}
     for component, works in checks.items():
         f.check(kill(router, component) == 202, f"{component}: the fault is accepted")

@@ -1,0 +1,196 @@
+#include "actors/http/set_metrics.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace kvr {
+namespace {
+
+/// The set's queue: depth by class, waits, and why requests left it without a worker.
+void write_admission_metrics(std::string& out, const routing_table& table) {
+  out += "# HELP kvrouter_queue_depth Requests waiting in the set's queue, by the priority they came with.\n"
+         "# TYPE kvrouter_queue_depth gauge\n";
+  for (const worker_set_route& set : table.sets) {
+    const admission_status& a = set.snapshot->load()->admission;
+    for (std::size_t c = 0; c < priority_classes; ++c)
+      out += fmt::format("kvrouter_queue_depth{{set=\"{}\",model=\"{}\",priority=\"{}\"}} {}\n", set.name, set.model,
+                         to_string(static_cast<request_priority>(c)), a.depth[c]);
+  }
+  out += "# HELP kvrouter_queue_wait_seconds How long requests waited in the set's queue before a worker took them.\n"
+         "# TYPE kvrouter_queue_wait_seconds histogram\n";
+  for (const worker_set_route& set : table.sets) {
+    const latency_histogram& wait = set.snapshot->load()->admission.wait;
+    for (std::size_t i = 0; i <= latency_histogram::bounds.size(); ++i)
+      out += fmt::format("kvrouter_queue_wait_seconds_bucket{{set=\"{}\",model=\"{}\",le=\"{}\"}} {}\n", set.name, set.model,
+                         i < latency_histogram::bounds.size() ? fmt::format("{}", latency_histogram::bounds[i]) : "+Inf",
+                         wait.cumulative(i));
+    out += fmt::format("kvrouter_queue_wait_seconds_sum{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model, wait.sum_seconds());
+    out += fmt::format("kvrouter_queue_wait_seconds_count{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model, wait.count());
+  }
+  out += "# HELP kvrouter_queue_rejections_total Requests that left the set's queue without a worker, by reason.\n"
+         "# TYPE kvrouter_queue_rejections_total counter\n";
+  for (const worker_set_route& set : table.sets) {
+    const admission_status& a = set.snapshot->load()->admission;
+    for (const auto& [reason, count] : {std::pair{"queue_full", a.rejected_full}, std::pair{"queue_timeout", a.timed_out},
+                                        std::pair{"client_left", a.withdrawn}})
+      out += fmt::format("kvrouter_queue_rejections_total{{set=\"{}\",model=\"{}\",reason=\"{}\"}} {}\n", set.name,
+                         set.model, reason, count);
+  }
+}
+
+}  // namespace
+
+void write_set_metrics(std::string& out, const routing_table& table) {
+  auto family = [&](std::string_view name, std::string_view help, std::string_view type, auto value_of) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    for (const worker_set_route& set : table.sets) {
+      const auto snapshot = set.snapshot->load();
+      for (const auto& w : snapshot->workers)
+        out += fmt::format("{}{{set=\"{}\",model=\"{}\",worker=\"{}\"}} {}\n", name, set.name, set.model, w.name, value_of(w));
+    }
+  };
+  using worker = scorer_snapshot::worker;
+  family("kvrouter_worker_healthy", "1 if the worker takes requests.", "gauge", [](const worker& w) { return w.healthy ? 1 : 0; });
+  family("kvrouter_worker_active_prefill_tokens", "Booked prompt tokens not yet prefilled.", "gauge",
+         [](const worker& w) { return w.prefill_tokens; });
+  family("kvrouter_worker_active_decode_blocks", "KV blocks held by requests in flight.", "gauge",
+         [](const worker& w) { return w.decode_blocks; });
+  family("kvrouter_worker_active_requests", "Requests in flight.", "gauge", [](const worker& w) { return w.requests; });
+  family("kvrouter_worker_index_blocks", "Blocks the prefix index holds for the worker.", "gauge",
+         [](const worker& w) { return w.index_blocks; });
+  family("kvrouter_worker_routed_total", "Requests routed to the worker.", "counter", [](const worker& w) { return w.routed; });
+  family("kvrouter_worker_failures_total", "Failures reported for the worker.", "counter",
+         [](const worker& w) { return w.failures; });
+  family("kvrouter_worker_busy", "1 while the worker is busy (booked prefill past the threshold, or engine requests waiting).",
+         "gauge", [](const worker& w) { return w.busy ? 1 : 0; });
+  auto engine_family = [&](std::string_view name, std::string_view help, auto value_of) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n", name, help, name);
+    for (const worker_set_route& set : table.sets)
+      for (const auto& w : set.snapshot->load()->workers)
+        if (const auto value = value_of(w.engine))
+          out += fmt::format("{}{{set=\"{}\",model=\"{}\",worker=\"{}\"}} {}\n", name, set.name, set.model, w.name, *value);
+  };
+  engine_family("kvrouter_worker_engine_waiting_requests", "Requests waiting in the engine, as its last scrape said.",
+                [](const engine_metrics& e) { return e.waiting_requests; });
+  engine_family("kvrouter_worker_engine_running_requests", "Requests running in the engine, as its last scrape said.",
+                [](const engine_metrics& e) { return e.running_requests; });
+  engine_family("kvrouter_worker_engine_kv_cache_usage", "Fraction of the engine's KV cache in use (0-1), as its last scrape said.",
+                [](const engine_metrics& e) { return e.kv_cache_usage; });
+  write_admission_metrics(out, table);
+  out += "# HELP kvrouter_component_restarts_total Restarts of a set's pipeline component after it died.\n"
+         "# TYPE kvrouter_component_restarts_total counter\n";
+  for (const worker_set_route& set : table.sets)
+    for (const component_status& c : set.components)
+      out += fmt::format("kvrouter_component_restarts_total{{set=\"{}\",model=\"{}\",component=\"{}\"}} {}\n", set.name,
+                         set.model, c.name, c.restarts);
+  out += "# HELP kvrouter_component_running 1 while a set's pipeline component runs (0: waiting for its restart).\n"
+         "# TYPE kvrouter_component_running gauge\n";
+  for (const worker_set_route& set : table.sets)
+    for (const component_status& c : set.components)
+      out += fmt::format("kvrouter_component_running{{set=\"{}\",model=\"{}\",component=\"{}\"}} {}\n", set.name, set.model,
+                         c.name, c.running ? 1 : 0);
+  out += "# HELP kvrouter_set_restarts_total Restarts of a whole set after its scorer or a hasher died.\n"
+         "# TYPE kvrouter_set_restarts_total counter\n";
+  for (const worker_set_route& set : table.sets)
+    out += fmt::format("kvrouter_set_restarts_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model, set.restarts);
+  out += "# HELP kvrouter_set_kv_batches_total KV-event batches applied.\n# TYPE kvrouter_set_kv_batches_total counter\n";
+  for (const worker_set_route& set : table.sets)
+    out += fmt::format("kvrouter_set_kv_batches_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
+                       set.snapshot->load()->kv_batches);
+  auto hasher_family = [&](std::string_view name, std::string_view help, auto value_of) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
+    for (const worker_set_route& set : table.sets)
+      if (set.hashing)
+        out += fmt::format("{}{{set=\"{}\",model=\"{}\"}} {}\n", name, set.name, set.model, value_of(*set.hashing));
+  };
+  hasher_family("kvrouter_set_prompts_tokenized_total", "Text and chat prompts tokenized.",
+                [](const hasher_counters& c) { return c.prompts_tokenized.load(); });
+  hasher_family("kvrouter_set_chats_rendered_total", "Chat requests rendered with the set's chat template.",
+                [](const hasher_counters& c) { return c.chats_rendered.load(); });
+  hasher_family("kvrouter_set_chat_render_errors_total", "Chat requests the template refused (routed on load).",
+                [](const hasher_counters& c) { return c.chat_render_errors.load(); });
+  hasher_family("kvrouter_set_segment_cache_hits_total", "Prompt segments whose token ids were reused.",
+                [](const hasher_counters& c) { return c.segment_cache_hits.load(); });
+  hasher_family("kvrouter_set_segment_cache_misses_total", "Prompt segments tokenized afresh (128 bytes or more).",
+                [](const hasher_counters& c) { return c.segment_cache_misses.load(); });
+  hasher_family("kvrouter_set_images_resolved_total", "Images spliced into prompts and hashed (multimodal routing).",
+                [](const hasher_counters& c) { return c.images_resolved.load(); });
+  hasher_family("kvrouter_set_image_bytes_hashed_total", "Decoded bytes of data-URI images hashed.",
+                [](const hasher_counters& c) { return c.image_bytes_hashed.load(); });
+  hasher_family("kvrouter_set_image_fallbacks_total", "Image requests routed on their text before the first image.",
+                [](const hasher_counters& c) { return c.image_fallbacks.load(); });
+  hasher_family("kvrouter_set_image_urls_unresolved_total", "Image URLs not resolved (no media fetcher, or too many waiting).",
+                [](const hasher_counters& c) { return c.image_urls_unresolved.load(); });
+  hasher_family("kvrouter_set_media_lookups_total", "Image URLs asked of the media fetcher.",
+                [](const hasher_counters& c) { return c.media.lookups.load(); });
+  hasher_family("kvrouter_set_media_cache_hits_total", "Image dimensions answered from the media cache.",
+                [](const hasher_counters& c) { return c.media.cache_hits.load(); });
+  hasher_family("kvrouter_set_media_fetches_total", "HTTP range requests the media fetcher sent.",
+                [](const hasher_counters& c) { return c.media.http_requests.load(); });
+  hasher_family("kvrouter_set_media_refusals_total", "Image URLs refused (scheme, or a private / loopback address).",
+                [](const hasher_counters& c) { return c.media.refusals.load(); });
+  hasher_family("kvrouter_set_media_failures_total", "Image fetches that failed (network, timeout, status, not an image).",
+                [](const hasher_counters& c) { return c.media.failures.load(); });
+  auto scrape_family = [&](std::string_view name, std::string_view help, auto value_of) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
+    for (const worker_set_route& set : table.sets)
+      out += fmt::format("{}{{set=\"{}\",model=\"{}\"}} {}\n", name, set.name, set.model, value_of(*set.scrapes));
+  };
+  scrape_family("kvrouter_set_engine_scrapes_total", "Engine-metrics scrapes that told the router something.",
+                [](const engine_scrape_counters& c) { return c.ok.load(); });
+  scrape_family("kvrouter_set_engine_scrape_failures_total", "Engine-metrics scrapes with no answer, or not HTTP 200.",
+                [](const engine_scrape_counters& c) { return c.failed.load(); });
+  scrape_family("kvrouter_set_engine_scrapes_unusable_total", "Engine-metrics answers without any engine load gauge.",
+                [](const engine_scrape_counters& c) { return c.unusable.load(); });
+  scrape_family("kvrouter_set_engine_metrics_malformed_lines_total", "Lines of engine-metrics answers that were not Prometheus text.",
+                [](const engine_scrape_counters& c) { return c.malformed_lines.load(); });
+}
+
+namespace {
+
+nlohmann::json engine_json(const engine_metrics& e) {
+  nlohmann::json out = nlohmann::json::object();
+  auto put = [&out](const char* key, const auto& value) {
+    if (value) out[key] = *value;
+  };
+  put("waiting_requests", e.waiting_requests);
+  put("running_requests", e.running_requests);
+  put("kv_cache_usage", e.kv_cache_usage);
+  put("block_size", e.block_size);
+  put("num_gpu_blocks", e.num_gpu_blocks);
+  put("max_num_batched_tokens", e.max_num_batched_tokens);
+  return out;
+}
+
+}  // namespace
+
+std::string sets_page(const routing_table& table) {
+  nlohmann::json page = nlohmann::json::parse(table.sets_json);
+  for (std::size_t i = 0; i < table.sets.size() && i < page["sets"].size(); ++i) {
+    const auto snapshot = table.sets[i].snapshot->load();
+    nlohmann::json workers = nlohmann::json::array();
+    for (const auto& w : snapshot->workers)
+      workers.push_back({{"name", w.name},
+                         {"healthy", w.healthy},
+                         {"busy", w.busy},
+                         {"active_requests", w.requests},
+                         {"active_prefill_tokens", w.prefill_tokens},
+                         {"active_decode_blocks", w.decode_blocks},
+                         {"index_blocks", w.index_blocks},
+                         {"routed", w.routed},
+                         {"failures", w.failures},
+                         {"engine", engine_json(w.engine)}});
+    const admission_status& a = snapshot->admission;
+    page["sets"][i]["live"] = {{"workers", std::move(workers)},
+                               {"queue",
+                                {{"enabled", a.enabled},
+                                 {"depth", {{"high", a.depth[0]}, {"normal", a.depth[1]}, {"low", a.depth[2]}}},
+                                 {"admitted_after_wait", a.admitted_after_wait},
+                                 {"rejected_full", a.rejected_full},
+                                 {"timed_out", a.timed_out},
+                                 {"client_left", a.withdrawn}}}};
+  }
+  return page.dump();
+}
+
+}  // namespace kvr

@@ -1,0 +1,19 @@
+#pragma once
+/// The worker sets' part of `GET /metrics` (Prometheus text): per worker its health, bookings,
+/// busy flag and engine gauges; per set its queue, pipeline components, hashing and scrapes.
+/// And `GET /v1/router/sets`: what `kvrouter explain` prints, plus each set's live state.
+/// Both read the scorers' published snapshots and the sets' counters; never message an actor.
+
+#include <string>
+
+#include "actors/http/routing_table.hpp"
+
+namespace kvr {
+
+void write_set_metrics(std::string& out, const routing_table& table);
+
+/// The table's sets as JSON, each with `live`: per worker its health, bookings, busy flag and
+/// last engine scrape; the queue's depth and counters.
+[[nodiscard]] std::string sets_page(const routing_table& table);
+
+}  // namespace kvr
