@@ -10,12 +10,12 @@ namespace {
 void write_admission_metrics(std::string& out, const routing_table& table) {
   out += "# HELP kvrouter_queue_depth Requests waiting in the set's queue, by the priority they came with.\n"
          "# TYPE kvrouter_queue_depth gauge\n";
-  for (const worker_set_route& set : table.sets) {
-    const admission_status& a = set.snapshot->load()->admission;
-    for (std::size_t c = 0; c < priority_classes; ++c)
+  for (const worker_set_route& set : table.sets)
+    for (std::size_t c = 0; c < priority_classes; ++c) {
+      const auto priority = static_cast<request_priority>(c);
       out += fmt::format("kvrouter_queue_depth{{set=\"{}\",model=\"{}\",priority=\"{}\"}} {}\n", set.name, set.model,
-                         to_string(static_cast<request_priority>(c)), a.depth[c]);
-  }
+                         to_string(priority), set.snapshot->queue_depth(priority));
+    }
   out += "# HELP kvrouter_queue_wait_seconds How long requests waited in the set's queue before a worker took them.\n"
          "# TYPE kvrouter_queue_wait_seconds histogram\n";
   for (const worker_set_route& set : table.sets) {
@@ -167,7 +167,8 @@ nlohmann::json engine_json(const engine_metrics& e) {
 std::string sets_page(const routing_table& table) {
   nlohmann::json page = nlohmann::json::parse(table.sets_json);
   for (std::size_t i = 0; i < table.sets.size() && i < page["sets"].size(); ++i) {
-    const auto snapshot = table.sets[i].snapshot->load();
+    const scorer_snapshot_cell& cell = *table.sets[i].snapshot;
+    const auto snapshot = cell.load();
     nlohmann::json workers = nlohmann::json::array();
     for (const auto& w : snapshot->workers)
       workers.push_back({{"name", w.name},
@@ -184,7 +185,10 @@ std::string sets_page(const routing_table& table) {
     page["sets"][i]["live"] = {{"workers", std::move(workers)},
                                {"queue",
                                 {{"enabled", a.enabled},
-                                 {"depth", {{"high", a.depth[0]}, {"normal", a.depth[1]}, {"low", a.depth[2]}}},
+                                 {"depth",
+                                  {{"high", cell.queue_depth(request_priority::high)},
+                                   {"normal", cell.queue_depth(request_priority::normal)},
+                                   {"low", cell.queue_depth(request_priority::low)}}},
                                  {"admitted_after_wait", a.admitted_after_wait},
                                  {"rejected_full", a.rejected_full},
                                  {"timed_out", a.timed_out},

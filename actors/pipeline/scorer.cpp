@@ -23,9 +23,15 @@ struct scorer_state {
   void publish() {
     auto status = std::make_shared<scorer_snapshot>(router->status(clock_type::now()));
     status->admission = admission;
-    for (std::size_t c = 0; c < priority_classes; ++c)
-      status->admission.depth[c] = queue->size(static_cast<request_priority>(c));
     snapshot->store(std::move(status));
+  }
+
+  /// After every change to the queue: ingress reads its depth live.
+  void publish_depth() {
+    for (std::size_t c = 0; c < priority_classes; ++c) {
+      const auto priority = static_cast<request_priority>(c);
+      snapshot->store_queue_depth(priority, queue->size(priority));
+    }
   }
 };
 
@@ -62,6 +68,7 @@ void dispatch(scorer_pointer self, time_point now) {
     ++s.admission.admitted_after_wait;
     if (decision.ok()) s.admission.wait.record(now - entry.arrival);
     entry.payload->reply(std::move(decision));
+    s.publish_depth();
   }
 }
 
@@ -71,6 +78,7 @@ void expire_queue(scorer_pointer self, time_point now) {
     ++s.admission.timed_out;
     entry.payload->reply(failure(route_failure::queue_timeout));
   });
+  s.publish_depth();
 }
 
 void route(scorer_pointer self, const route_job_ptr& job) {
@@ -85,6 +93,7 @@ void route(scorer_pointer self, const route_job_ptr& job) {
     ++s.admission.rejected_full;
     return job->reply(failure(route_failure::queue_full));
   }
+  s.publish_depth();
   dispatch(self, now);
   arm_queue_check(self);
 }
@@ -101,6 +110,7 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
   s.router.emplace(std::move(settings.routing));
   s.snapshot = std::move(settings.snapshot);
   s.publish();
+  s.publish_depth();
   self->delayed_send(self, std::chrono::seconds(1), tick_atom_v);
 
   return {
@@ -113,6 +123,7 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
         auto& s = self->state;
         if (auto job = s.queue->remove(request_id)) {
           ++s.admission.withdrawn;
+          s.publish_depth();
           (*job)->reply(failure(route_failure::queue_timeout));  // nobody reads it: the client is gone
         }
       },

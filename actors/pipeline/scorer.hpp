@@ -3,6 +3,8 @@
 /// messages, calls the router with the time, replies, and publishes the router's status for
 /// ingress; every routing decision is the router's.
 
+#include <array>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -30,7 +32,16 @@ class scorer_snapshot_cell {
     return snapshot_;
   }
 
+  /// The queue's depth by priority class, live (a burst fills and drains it within a second).
+  void store_queue_depth(request_priority priority, std::uint64_t depth) {
+    queue_depth_[static_cast<std::size_t>(priority)].store(depth, std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::uint64_t queue_depth(request_priority priority) const {
+    return queue_depth_[static_cast<std::size_t>(priority)].load(std::memory_order_relaxed);
+  }
+
  private:
+  std::array<std::atomic<std::uint64_t>, priority_classes> queue_depth_{};
   mutable std::mutex mutex_;
   std::shared_ptr<const scorer_snapshot> snapshot_ = std::make_shared<scorer_snapshot>();
 };

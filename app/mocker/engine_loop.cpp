@@ -58,6 +58,8 @@ rank_snapshot engine_loop::snapshot() const {
   std::lock_guard lock(mutex_);
   rank_snapshot s{engine_.running(), engine_.waiting(), engine_.cache().usage(), engine_.cache().cached_blocks(),
                   engine_.counters()};
+  s.block_size = engine_.settings().block_size;
+  s.num_blocks = engine_.settings().num_blocks;
   if (publisher_) {
     s.event_batches = publisher_->counters().batches;
     s.dropped_batches = publisher_->counters().dropped;

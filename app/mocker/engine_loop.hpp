@@ -29,6 +29,8 @@ struct rank_snapshot {
   engine_counters counters;
   std::uint64_t event_batches = 0;   ///< KV-event batches published (sequence numbers used)
   std::uint64_t dropped_batches = 0; ///< of which not sent live
+  std::uint32_t block_size = 16;     ///< as vllm:cache_config_info tells them
+  std::uint32_t num_blocks = 0;
 };
 
 class engine_loop {

@@ -247,6 +247,13 @@ std::string http_server::impl::metrics() const {
          [](const rank_snapshot& s) { return s.counters.generation_tokens; });
   family("vllm:request_success_total", "Requests finished.", "counter",
          [](const rank_snapshot& s) { return s.counters.finished_requests; });
+  // vLLM's info gauge: the cache's shape as labels, value 1.
+  out += "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\n";
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const rank_snapshot s = ranks[r]->snapshot();
+    out += fmt::format("vllm:cache_config_info{{block_size=\"{}\",enable_prefix_caching=\"True\",engine=\"{}\",num_gpu_blocks=\"{}\"}} 1.0\n",
+                       s.block_size, r, s.num_blocks);
+  }
   family("kvrouter_mocker_cached_blocks", "Blocks in the prefix cache (referenced or not).", "gauge",
          [](const rank_snapshot& s) { return s.cached_blocks; });
   family("kvrouter_mocker_kv_event_batches_total", "KV-event batches published (sequence numbers used).", "counter",

@@ -86,6 +86,7 @@ class engine {
   [[nodiscard]] std::size_t waiting() const { return waiting_.size(); }
   [[nodiscard]] const engine_counters& counters() const { return counters_; }
   [[nodiscard]] const paged_cache& cache() const { return cache_; }
+  [[nodiscard]] const engine_settings& settings() const { return settings_; }
 
  private:
   struct running_sequence {

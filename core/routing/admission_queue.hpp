@@ -37,10 +37,10 @@ struct admission_settings {
   duration age_boost = std::chrono::seconds(10);
 };
 
-/// What a set's queue has done, for /metrics and /v1/router/sets.
+/// What a set's queue has done, for /metrics and /v1/router/sets (its depth is published
+/// live, apart from this).
 struct admission_status {
   bool enabled = false;
-  std::array<std::uint64_t, priority_classes> depth{};  ///< waiting now, by the class they came with
   std::uint64_t admitted_after_wait = 0;  ///< left the queue for a worker (or a routing error)
   std::uint64_t rejected_full = 0;        ///< 429 queue_full
   std::uint64_t timed_out = 0;            ///< 503 queue_timeout

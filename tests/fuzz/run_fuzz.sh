@@ -7,17 +7,18 @@
 #   media:   image headers and data: URIs, seeded with small images of every format;
 #   request: request bodies through the shape check, routing inputs, prompt plan, chat template
 #            and tokenizer, seeded with chat and completion bodies;
-#   config:  config files, worker specs and URLs, seeded with the example config.
+#   config:  config files, worker specs and URLs, seeded with the example config;
+#   metrics: engines' /metrics answers (Prometheus text), seeded with vLLM- and SGLang-shaped ones.
 #
 # clang-16: libstdc++ 12 gates <expected> on __cpp_concepts >= 202002L; clang 16 implements
 # what that needs (P0848) but still advertises 201907L, so the macro is raised for this build.
 #
-#   tests/fuzz/run_fuzz.sh kv_wire|kv_stream|media|request|config WORK_DIR [extra libFuzzer flags]
+#   tests/fuzz/run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics WORK_DIR [extra libFuzzer flags]
 #   (longer runs: add -max_total_time=3600 -runs=-1; a crash leaves its input in WORK_DIR)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-target=${1:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config WORK_DIR}
-work=${2:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config WORK_DIR}
+target=${1:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics WORK_DIR}
+work=${2:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics WORK_DIR}
 shift 2
 mkdir -p "$work/corpus-$target"
 binary="$work/${target}_fuzz"
@@ -44,6 +45,9 @@ case "$target" in
     sources=(tests/fuzz/config_fuzz.cpp core/config/router_file.cpp core/config/router_config.cpp core/config/worker_spec.cpp
              core/common/http_url.cpp core/common/json_shape.cpp)
     libs=(-lfmt) ;;
+  metrics)
+    sources=(tests/fuzz/metrics_fuzz.cpp core/metrics/prometheus_text.cpp core/metrics/engine_metrics.cpp)
+    libs=() ;;
   *) echo "unknown fuzz target $target" >&2; exit 2 ;;
 esac
 newest=$(cd "$repo" && ls -t "${sources[@]}" core/*/*.hpp | head -1)
@@ -70,6 +74,16 @@ elif target == "config":
     repo = src.parent.parent.parent
     (dst / "seed-example").write_bytes((repo / "docs" / "router.example.json").read_bytes())
     (dst / "seed-worker").write_text("http://[::1]:8000,kv=tcp://h:5557,replay=tcp://h:5600,dp=2,id=w0,topic=kv")
+elif target == "metrics":
+    (dst / "seed-vllm").write_text(
+        '# HELP vllm:num_requests_waiting Waiting.\n# TYPE vllm:num_requests_waiting gauge\n'
+        'vllm:num_requests_waiting{engine="0",model_name="m"} 2.0\nvllm:num_requests_running{engine="1"} 3\n'
+        'vllm:kv_cache_usage_perc{engine="0"} 0.5\nvllm:gpu_cache_usage_perc NaN\n'
+        'vllm:cache_config_info{block_size="16",num_gpu_blocks="2048",x="a\\"b\\\\c\\nd"} 1.0\n'
+        'vllm:e2e_request_latency_seconds_bucket{le="+Inf"} 7 1700000000000\n')
+    (dst / "seed-sglang").write_text(
+        'sglang:num_queue_reqs{model_name="m"} 1\nsglang:num_running_reqs{model_name="m"} 4\n'
+        'sglang:token_usage{model_name="m"} 0.28\nsglang:max_prefill_tokens{name="m"} 16384.0\n')
 elif target in ("kv_wire", "kv_stream"):
     vectors = {}
     for tsv in src.glob("*.tsv"):

@@ -6,7 +6,8 @@
 
 Answers POST /v1/chat/completions and /v1/completions: streaming (SSE, chunked, one `data:` event
 every --chunk-delay seconds, in vLLM's chunk shape) or not (one JSON object). Every answer names
-the worker. POST /control {"health": N, "metrics": TEXT} sets what GET /health and GET /metrics answer. --break-after-head sends a 200 head and closes before any body. GET /stats returns what it saw: requests, bodies, streams cut short by the client.
+the worker. POST /control {"health": N, "metrics": TEXT, "first_delay": S} sets what GET /health and
+GET /metrics answer and how long requests wait before any byte. --break-after-head sends a 200 head and closes before any body. GET /stats returns what it saw: requests, bodies, streams cut short by the client.
 Writes its port to --port-file once listening (it binds port 0 on 127.0.0.1, or ::1 with --ipv6)."""
 import argparse
 import json
@@ -28,11 +29,14 @@ class Stats:
         self.headers = []
         self.health = 200
         self.metrics = None  # GET /metrics answers this text (404 while None)
+        self.first_delay = None  # overrides --first-delay when set
+        self.arrivals = []  # (time, body) of every request, in arrival order
 
     def snapshot(self):
         with self.lock:
             return {"requests": self.requests, "completed": self.completed, "cancelled": self.cancelled,
-                    "bodies": self.bodies[-20:], "paths": self.paths[-20:], "headers": self.headers[-20:]}
+                    "bodies": self.bodies[-20:], "paths": self.paths[-20:], "headers": self.headers[-20:],
+                    "arrivals": self.arrivals[-200:]}
 
 
 def make_handler(args, stats):
@@ -64,7 +68,10 @@ def make_handler(args, stats):
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):  # kvrouter stopped reading (its limit)
+                    self.close_connection = True
                 return
             self._json(404, {"error": "no such path"})
 
@@ -75,14 +82,17 @@ def make_handler(args, stats):
                 control = json.loads(raw)
                 stats.health = control.get("health", stats.health)
                 stats.metrics = control.get("metrics", stats.metrics)
+                stats.first_delay = control.get("first_delay", stats.first_delay)
                 return self._json(200, {"health": stats.health})
             with stats.lock:
                 stats.requests += 1
                 stats.bodies.append(raw.decode(errors="replace"))
                 stats.paths.append(self.path)
                 stats.headers.append({k.lower(): v for k, v in self.headers.items()})
-            if args.first_delay:
-                time.sleep(args.first_delay)
+                stats.arrivals.append((time.time(), raw.decode(errors="replace")))
+            first_delay = stats.first_delay if stats.first_delay is not None else args.first_delay
+            if first_delay:
+                time.sleep(first_delay)
             if args.status != 200:
                 return self._json(args.status, {"error": {"message": f"{args.name} failed on purpose"}})
             if args.break_after_head:

@@ -21,40 +21,7 @@ import sys
 import tempfile
 import time
 
-from router_harness import Failures, Router
-
-
-class Mocker:
-    def __init__(self, binary, *flags):
-        self.dir = tempfile.mkdtemp()
-        port_file = os.path.join(self.dir, "port")
-        self.proc = subprocess.Popen([binary, "--port", "0", "--port-file", port_file, *flags], stderr=subprocess.DEVNULL)
-        deadline = time.time() + 10
-        while not os.path.exists(port_file):
-            if time.time() > deadline or self.proc.poll() is not None:
-                raise RuntimeError(f"kvrouter-mocker {flags} did not start")
-            time.sleep(0.02)
-        self.port = int(open(port_file).read())
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def request(self, method, path, body=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        c.request(method, path, body=json.dumps(body) if body is not None else None)
-        r = c.getresponse()
-        data = r.read()
-        c.close()
-        return r.status, data
-
-    def metric(self, name):
-        total = 0.0
-        for line in self.request("GET", "/metrics")[1].decode().splitlines():
-            if line.startswith(name + "{"):
-                total += float(line.rsplit(" ", 1)[1])
-        return total
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
+from router_harness import Failures, Mocker, Router
 
 
 def prompt(group, variant, rng_seed):

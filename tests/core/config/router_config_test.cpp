@@ -57,6 +57,23 @@ TEST(router_config, only_round_robin_and_random_decide_without_loads_or_the_inde
     EXPECT_FALSE(decides_without_state(config)) << to_string(mode);
   }
   EXPECT_FALSE(decides_without_state(load_aware_preset()));
+  router_config queued;
+  queued.mode = router_mode::round_robin;
+  queued.busy_threshold = 1.5;
+  EXPECT_FALSE(decides_without_state(queued)) << "a queue needs the scorer's bookings";
+}
+
+TEST(router_config, admission_knobs_retune_in_place) {
+  const router_config running;
+  router_config next = running;
+  next.busy_threshold = 2;
+  next.max_num_batched_tokens = 2048;
+  next.queue_size = 10;
+  next.queue_timeout_secs = 5;
+  next.queue_age_boost_secs = 1;
+  EXPECT_TRUE(retunable_in_place(running, next));
+  EXPECT_TRUE(queues_when_busy(next));
+  EXPECT_FALSE(queues_when_busy(running));
 }
 
 TEST(router_config, validation_names_the_knob_and_the_bad_value) {
@@ -66,6 +83,11 @@ TEST(router_config, validation_names_the_knob_and_the_bad_value) {
       {"prefill_load_scale", "-2", "prefill_load_scale must be a finite number >= 0 (got -2)"},
       {"block_size", "0", "block_size must be at least 1 token (got 0)"},
       {"max_index_blocks", "0", "max_index_blocks must be at least 1 (got 0)"},
+      {"busy_threshold", "-1", "busy_threshold must be a finite number >= 0 (got -1)"},
+      {"max_num_batched_tokens", "0", "max_num_batched_tokens must be at least 1 token (got 0)"},
+      {"queue_size", "0", "queue_size must be at least 1 (got 0); busy_threshold 0 turns the queue off"},
+      {"queue_timeout_secs", "0", "queue_timeout_secs must be at least 1 (got 0)"},
+      {"queue_age_boost_secs", "0", "queue_age_boost_secs must be at least 1 (got 0)"},
   };
   for (const invalid_case& c : cases) {
     router_config config;

@@ -283,3 +283,96 @@ TEST(worker_set_router, a_retune_changes_the_weights_and_keeps_the_index_and_the
 
 }  // namespace
 }  // namespace kvr
+
+namespace kvr {
+namespace {
+
+/// A set that queues: a worker is busy past one prefill batch of `batch` booked tokens.
+worker_set_router_settings queueing_set(std::uint32_t workers, std::uint32_t batch) {
+  worker_set_router_settings settings = kv_set(workers);
+  settings.config.busy_threshold = 1.0;
+  settings.config.max_num_batched_tokens = batch;
+  settings.engine_metrics_ttl = 3s;
+  return settings;
+}
+
+engine_metrics waiting(double requests) {
+  engine_metrics m;
+  m.waiting_requests = requests;
+  m.running_requests = 1;
+  return m;
+}
+
+TEST(worker_set_router, a_worker_past_its_booked_prefill_threshold_is_busy_and_passed_over) {
+  worker_set_router router(queueing_set(2, 16));
+  query_builder big{request_hashes({90, 91, 92, 93, 94})};  // 5 blocks of 4 tokens: 20 > 16
+  big.excluded = {0};
+  ASSERT_EQ(router.decide(big.query(1), t0).worker, 1u);
+  EXPECT_TRUE(router.busy(1, t0));
+  EXPECT_FALSE(router.busy(0, t0));
+  // w1 is busy, so even a prompt only w1 caches goes to w0 ... and then both are busy.
+  router.on_kv_batch(1, false, stored_batch({10, 20, 30, 40}));
+  const query_builder cached{request_hashes({10, 20, 30, 40, 50})};
+  EXPECT_EQ(router.decide(cached.query(2), t0).worker, 0u);
+  const route_decision third = router.decide(cached.query(3), t0);
+  EXPECT_EQ(third.failure, route_failure::every_worker_busy);
+  EXPECT_EQ(router.loads().in_flight(), 2u) << "a request told to wait is not booked";
+  // A first token ends w1's prefill: it is free again, and its cache wins.
+  router.on_lifecycle({lifecycle_event::kind::first_token, 1, 1, 0}, t0);
+  EXPECT_FALSE(router.busy(1, t0));
+  EXPECT_EQ(router.decide(cached.query(3), t0).worker, 1u);
+  EXPECT_FALSE(router.busy(1, t0)) << "4 tokens left to prefill after 4 cached blocks";
+}
+
+TEST(worker_set_router, without_a_queue_busy_workers_are_avoided_but_never_refuse_a_request) {
+  worker_set_router_settings settings = kv_set(2);  // busy_threshold 0: no queue
+  worker_set_router router(settings);
+  router.on_engine_metrics(0, waiting(3), t0);
+  router.on_engine_metrics(1, waiting(0), t0);
+  EXPECT_TRUE(router.busy(0, t0)) << "an engine reporting waiting requests is busy, queue or not";
+  router.on_kv_batch(0, false, stored_batch({10, 20, 30}));
+  const query_builder cached{request_hashes({10, 20, 30, 40})};
+  EXPECT_EQ(router.decide(cached.query(1, true), t0).worker, 1u) << "the free worker is taken over the cached one";
+  router.on_engine_metrics(1, waiting(2), t0);
+  const route_decision both_busy = router.decide(cached.query(2), t0);
+  ASSERT_TRUE(both_busy.ok()) << "with no queue, all busy means: route as before";
+  EXPECT_EQ(both_busy.worker, 0u);
+}
+
+TEST(worker_set_router, engine_metrics_count_only_while_fresh) {
+  worker_set_router router(queueing_set(2, 8192));
+  router.on_engine_metrics(0, waiting(5), t0);
+  EXPECT_TRUE(router.busy(0, t0 + 2s));
+  EXPECT_FALSE(router.busy(0, t0 + 3s)) << "a scrape older than the freshness limit says nothing";
+  EXPECT_FALSE(router.status(t0 + 3s).workers[0].engine.waiting_requests.has_value());
+  EXPECT_EQ(router.status(t0 + 1s).workers[0].engine.waiting_requests, 5.0);
+}
+
+TEST(worker_set_router, an_engines_own_prefill_batch_size_overrides_the_configured_one) {
+  worker_set_router router(queueing_set(1, 16));
+  const query_builder prompt{request_hashes({1, 2, 3, 4, 5})};  // 20 tokens
+  ASSERT_TRUE(router.decide(prompt.query(1), t0).ok());
+  EXPECT_TRUE(router.busy(0, t0));
+  engine_metrics sglang = waiting(0);
+  sglang.max_num_batched_tokens = 16384;
+  router.on_engine_metrics(0, sglang, t0);
+  EXPECT_FALSE(router.busy(0, t0));
+}
+
+TEST(worker_set_router, busy_workers_excluded_or_down_do_not_make_a_request_wait) {
+  worker_set_router router(queueing_set(2, 16));
+  const query_builder big{request_hashes({1, 2, 3, 4, 5})};
+  ASSERT_EQ(router.decide(big.query(1), t0).worker, 0u);  // w0 busy now
+  router.on_health(1, false, t0);
+  EXPECT_EQ(router.decide(big.query(2), t0).failure, route_failure::every_worker_busy)
+      << "the only routable worker is busy: wait";
+  query_builder retry = big;
+  retry.excluded = {0};
+  EXPECT_EQ(router.decide(retry.query(3), t0).failure, route_failure::every_worker_failed)
+      << "nothing routable is left at all: no point waiting";
+  EXPECT_TRUE(router.decide(big.query(4, true), t0).ok()) << "a dry run never waits";
+  EXPECT_TRUE(router.decide(big.query(4, true), t0).candidates[0].busy);
+}
+
+}  // namespace
+}  // namespace kvr

@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""Integration: kvrouter scrapes every worker's engine metrics and routes around engines that
+report waiting requests (traffic that bypasses the router), in the modes ingress decides itself
+(round-robin) and in the scorer's (kv); bad scrapes are counted, never fatal.
+
+1. Round-robin and load-aware kv: a worker whose /metrics says vllm:num_requests_waiting 5 gets
+   no request while the other is free; /v1/router/sets shows it busy with its engine gauges;
+   once it reports 0 it is used again.
+2. A worker answering HTML, lines of garbage, too many labels, or a body past the scrape limit
+   is counted (unusable / malformed lines / failures) and keeps being routed to.
+3. A kvrouter-mocker's metrics read as vLLM's: its cache_config_info gives block size and block
+   count, and a block size other than the card's is warned about once.
+Usage: engine_metrics_test.py PATH/TO/kvrouter PATH/TO/kvrouter-mocker"""
+import json
+import sys
+import time
+
+from router_harness import Failures, Mocker, Router, Worker
+
+kvrouter, mocker_binary = sys.argv[1], sys.argv[2]
+f = Failures()
+SCRAPE = ["--engine-metrics-interval-ms", "100", "--health-interval-ms", "0"]
+
+
+def vllm_metrics(waiting, running=1):
+    return ("# HELP vllm:num_requests_waiting Requests waiting.\n# TYPE vllm:num_requests_waiting gauge\n"
+            f'vllm:num_requests_waiting{{engine="0",model_name="m"}} {waiting}\n'
+            f'vllm:num_requests_running{{engine="0",model_name="m"}} {running}\n'
+            'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5\n')
+
+
+def wait_for(condition, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    return condition()
+
+
+def live_workers(router):
+    sets = json.loads(router.request("GET", "/v1/router/sets")[2])["sets"]
+    return {w["name"]: w for w in sets[0]["live"]["workers"]}
+
+
+def routed_to(router, n):
+    return [router.chat(content=f"request {i}")[1].get("x-kvrouter-worker") for i in range(n)]
+
+
+workers = [Worker(f"w{i}") for i in range(2)]
+router = None
+try:
+    # 1. Waiting requests make a worker busy.
+    for mode in (["--router-mode", "round-robin"], ["--load-aware"]):
+        name = " ".join(mode)
+        for w, waiting in zip(workers, (5, 0)):
+            w.set_metrics(vllm_metrics(waiting))
+        router = Router(kvrouter, "m", [f"{w.url},id={w.name}" for w in workers], *mode, *SCRAPE)
+        busy = wait_for(lambda: live_workers(router)["w0"]["busy"] and time.sleep(0.3) is None, 5)
+        f.check(bool(busy), f"{name}: the scrape marks w0 busy")
+        live = live_workers(router)
+        f.check(live["w0"]["engine"] == {"waiting_requests": 5, "running_requests": 1, "kv_cache_usage": 0.5},
+                f"{name}: /v1/router/sets shows w0's engine gauges ({live['w0']['engine']})")
+        f.check(router.worker_gauge("kvrouter_worker_engine_waiting_requests", "w0") == 5 and
+                router.worker_gauge("kvrouter_worker_busy", "w0") == 1, f"{name}: /metrics too")
+        picks = routed_to(router, 8)
+        f.check(picks == ["w1"] * 8, f"{name}: every request goes to the free worker ({picks})")
+        workers[0].set_metrics(vllm_metrics(0))
+        f.check(bool(wait_for(lambda: not live_workers(router)["w0"]["busy"], 5)), f"{name}: w0 reports 0 waiting: free again")
+        time.sleep(0.3)
+        picks = routed_to(router, 8)
+        f.check("w0" in picks and "w1" in picks, f"{name}: both workers are used again ({picks})")
+        # Both busy: no queue (busy_threshold 0), so requests still go through.
+        for w in workers:
+            w.set_metrics(vllm_metrics(3))
+        time.sleep(0.5)
+        statuses = [router.chat()[0] for _ in range(4)]
+        f.check(statuses == [200] * 4, f"{name}: all busy and no queue: requests are routed as before ({statuses})")
+        router.stop()
+
+    # 2. Bad scrapes.
+    router = Router(kvrouter, "m", [f"{w.url},id={w.name}" for w in workers], "--router-mode", "round-robin", *SCRAPE)
+    workers[0].set_metrics(vllm_metrics(0))
+
+    def counter(name):
+        return router.metrics().get(f'{name}{{set="m",model="m"}}', 0)
+    workers[1].set_metrics("<html><body>oops</body></html>\n")
+    f.check(bool(wait_for(lambda: counter("kvrouter_set_engine_scrapes_unusable_total") >= 2, 5)), "an HTML answer is counted unusable")
+    labels = ",".join(f'l{i}="v"' for i in range(100))
+    workers[1].set_metrics("garbage line\nvllm:num_requests_waiting{engine=0} 1\n"
+                           f"vllm:num_requests_waiting{{{labels}}} 1\nvllm:num_requests_waiting NaN\n")
+    before = counter("kvrouter_set_engine_metrics_malformed_lines_total")
+    f.check(bool(wait_for(lambda: counter("kvrouter_set_engine_metrics_malformed_lines_total") >= before + 6, 5)),
+            "malformed lines are counted")
+    workers[1].set_metrics("# " + "x" * (9 << 20) + "\n")
+    before = counter("kvrouter_set_engine_scrape_failures_total")
+    f.check(bool(wait_for(lambda: counter("kvrouter_set_engine_scrape_failures_total") > before, 10)),
+            "an answer past the scrape limit is a failed scrape")
+    picks = routed_to(router, 6)
+    f.check(picks.count("w1") == 3, f"a worker with bad metrics is still routed to ({picks})")
+    f.check(router.proc.poll() is None, "kvrouter is still running")
+    router.stop()
+
+    # 3. The mocker's metrics.
+    mocker = Mocker(mocker_binary, "--block-size", "32", "--num-blocks", "1234")
+    try:
+        router = Router(kvrouter, "m", [f"{mocker.url},id=engine"], "--block-size", "16", *SCRAPE)
+        engine = wait_for(lambda: live_workers(router)["engine"]["engine"].get("num_gpu_blocks") and
+                          live_workers(router)["engine"]["engine"], 5)
+        f.check(bool(engine) and engine["block_size"] == 32 and engine["num_gpu_blocks"] == 1234 and
+                engine["waiting_requests"] == 0 and engine["running_requests"] == 0,
+                f"the mocker's metrics read as vLLM's ({engine})")
+        f.check(router.wait_for_log("reports block_size 32 in vllm:cache_config_info, but the card says 16"),
+                "a block size other than the card's is warned about")
+        time.sleep(0.5)
+        router.stop()
+        f.check(router.full_log().count("reports block_size 32") == 1, "... once")
+    finally:
+        mocker.stop()
+    router = None
+finally:
+    if router:
+        router.stop()
+    for w in workers:
+        w.stop()
+f.exit()
