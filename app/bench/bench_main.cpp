@@ -31,7 +31,9 @@ constexpr const char* commands_usage = R"(Usage:
                          WORKLOAD [LOAD] [OUTPUT]
       Runs the same workload against each policy, each on a fresh local cluster (N kvrouter-mocker
       processes with KV events, kvrouter in front), and prints one table.
-      Policies: kv, approx-kv, load-aware, round-robin, random, power-of-two, least-loaded.
+      Policies: kv, approx-kv, load-aware, round-robin, random, power-of-two, least-loaded, and
+      kv-queue[:T] (kv with the admission queue, --busy-threshold T, default 1).
+      With --rate-sweep R1,R2,...: one run per policy and rate, one table, one plot against load.
   kvrouter-bench run --url http://HOST:PORT [--router-pid PID] [--worker-metrics URL]... WORKLOAD [LOAD] [OUTPUT]
       Runs the workload against a router you started; hit rate from the workers' /metrics URLs,
       router CPU from /proc/PID.
@@ -54,6 +56,7 @@ struct options {
   bool output_tokens_given = false;
   std::size_t max_requests = 0;
   double rate = 0;
+  std::vector<double> rate_sweep;  ///< --rate-sweep: one run per rate (open loop, Poisson)
   std::size_t concurrency = 0;
   double duration = 0;
   std::string model = "mock-model";
@@ -160,6 +163,18 @@ const cli::option_table<options>& load_options() {
   static const cli::option_table<options> t = {
       cli::without_default(cli::real<options>("--rate", "R", "open loop, Poisson arrivals at R requests/s (synthetic workloads: 20 when neither is given)",
                          [](auto& o) -> auto& { return o.rate; }, 1e-3, 1e6)),
+      row{"--rate-sweep", "R1,R2,...", "one open-loop run per rate (requests/s), each on a fresh cluster: TTFT and goodput against offered load", {},
+          [](options& o, std::string_view v) -> std::expected<void, std::string> {
+            o.rate_sweep.clear();
+            for (const std::string& item : split_commas(v)) {
+              auto rate = cli::detail::parse_real(item, 1e-3, 1e6);
+              if (!rate) return std::unexpected(rate.error());
+              o.rate_sweep.push_back(*rate);
+            }
+            if (o.rate_sweep.empty()) return std::unexpected("--rate-sweep needs at least one rate");
+            return {};
+          },
+          {}},
       cli::without_default(cli::integer<options>("--concurrency", "C", "closed loop, C requests in flight (a trace without either uses its timestamps)",
                             [](auto& o) -> auto& { return o.concurrency; }, 1, 100000)),
       cli::without_default(cli::real<options>("--duration", "S", "stop sending after S seconds", [](auto& o) -> auto& { return o.duration; }, 1e-3, 1e7)),
@@ -210,6 +225,8 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
   for (const auto& p : o.policies)
     if (policy_flags(p).empty()) return std::unexpected("unknown policy " + p);
   if (o.rate > 0 && o.concurrency > 0) return std::unexpected("--rate and --concurrency exclude each other");
+  if (!o.rate_sweep.empty() && (o.rate > 0 || o.concurrency > 0))
+    return std::unexpected("--rate-sweep sets the rate of each run: it excludes --rate and --concurrency");
   if (o.images && (o.tokenizer.empty() || o.tokenizer_config.empty() || o.image_token_id.empty()))
     return std::unexpected("an image workload needs --tokenizer, --tokenizer-config and --image-token-id");
   return o;
@@ -221,6 +238,23 @@ std::expected<std::string, std::string> read_file(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+/// What the requests are, in a line (the plot's title, the JSON's `workload`).
+std::string describe_workload(const options& o, std::size_t requests) {
+  std::string what;
+  if (o.images)
+    what = fmt::format("image chats, {} image(s) each from {} distinct", o.image_chat.images_per_request, o.image_chat.distinct_images);
+  else if (!o.trace.empty())
+    what = fmt::format("trace {}", std::filesystem::path(o.trace).filename().string());
+  else
+    what = fmt::format("shared-prefix: {} groups x {} prompts, {}+{} prompt tokens, {} output", o.synthetic.groups,
+                       o.synthetic.prompts_per_group, o.synthetic.system_tokens, o.synthetic.question_tokens,
+                       o.synthetic.output_tokens);
+  what += fmt::format(", {} requests", requests);
+  if (o.concurrency > 0) what += fmt::format(", {} in flight", o.concurrency);
+  else if (o.rate > 0) what += fmt::format(", {} req/s", o.rate);
+  return what;
 }
 
 std::expected<std::vector<loadgen::request_spec>, std::string> build_workload(const options& o,
@@ -338,6 +372,16 @@ int run(const options& o) {
     std::cerr << fmt::format("kvrouter-bench: {} requests, {:.0f} prompt tokens on average\n", requests->size(),
                              requests->empty() ? 0.0 : static_cast<double>(prompt_tokens) / requests->size());
   std::vector<policy_report> reports;
+  // One run per rate of the sweep (the arrivals redrawn at that rate), or one run.
+  const std::vector<double> rates = o.rate_sweep.empty() ? std::vector<double>{0.0} : o.rate_sweep;
+  auto workload_at = [&](double rate) {
+    if (rate == 0) return *requests;
+    options at = o;
+    at.rate = rate;
+    auto built = build_workload(at, images.get());
+    if (!built) throw std::runtime_error(built.error());
+    return std::move(*built);
+  };
   if (o.command == "run") {
     const auto colon = o.url.rfind(':');
     const std::string host = o.url.substr(7, colon - 7);
@@ -345,40 +389,48 @@ int run(const options& o) {
     if (auto slash = port.find('/'); slash != std::string::npos) port.resize(slash);
     std::vector<std::string> metrics;
     for (const auto& w : o.worker_metrics) metrics.push_back(w.find("/metrics") == std::string::npos ? w + "/metrics" : w);
-    reports.push_back(measure(o, "run", host, port, o.router_pid, metrics, *requests));
+    for (double rate : rates) {
+      reports.push_back(measure(o, "run", host, port, o.router_pid, metrics, workload_at(rate)));
+      reports.back().offered_rate = rate;
+    }
   } else {
     char scratch[] = "/tmp/kvrouter-bench-XXXXXX";
     if (mkdtemp(scratch) == nullptr) throw std::runtime_error("cannot create a scratch directory");
-    for (const std::string& policy : o.policies) {
-      cluster_settings settings;
-      settings.kvrouter = sibling_binary("kvrouter");
-      settings.mocker = sibling_binary("kvrouter-mocker");
-      settings.mockers = o.mockers;
-      settings.mocker_flags = o.mocker_flags;
-      settings.router_flags = o.router_flags;
-      if (o.images) {
-        for (const std::string& flag : {std::string("--tokenizer"), o.tokenizer, std::string("--tokenizer-config"), o.tokenizer_config}) {
-          settings.router_flags.push_back(flag);
-          settings.mocker_flags.push_back(flag);
+    for (const std::string& policy : o.policies)
+      for (double rate : rates) {
+        cluster_settings settings;
+        settings.kvrouter = sibling_binary("kvrouter");
+        settings.mocker = sibling_binary("kvrouter-mocker");
+        settings.mockers = o.mockers;
+        settings.mocker_flags = o.mocker_flags;
+        settings.router_flags = o.router_flags;
+        if (o.images) {
+          for (const std::string& flag : {std::string("--tokenizer"), o.tokenizer, std::string("--tokenizer-config"), o.tokenizer_config}) {
+            settings.router_flags.push_back(flag);
+            settings.mocker_flags.push_back(flag);
+          }
+          settings.router_flags.insert(settings.router_flags.end(), {"--image-token-id", o.image_token_id, "--media-allow-private"});
+          settings.mocker_flags.insert(settings.mocker_flags.end(), {"--image-token-id", o.image_token_id});
         }
-        settings.router_flags.insert(settings.router_flags.end(), {"--image-token-id", o.image_token_id, "--media-allow-private"});
-        settings.mocker_flags.insert(settings.mocker_flags.end(), {"--image-token-id", o.image_token_id});
+        settings.policy = policy;
+        settings.model = o.model;
+        settings.workdir = fmt::format("{}/run-{}", scratch, reports.size());  // its own logs, ports and sockets
+        local_cluster cluster(settings);
+        std::vector<std::string> metrics;
+        for (const auto& url : cluster.mocker_urls()) metrics.push_back(url + "/metrics");
+        const std::string label = rate > 0 ? fmt::format("{} @{}", policy, rate) : policy;
+        reports.push_back(measure(o, label, "127.0.0.1", std::to_string(cluster.router_port()), cluster.router_pid(), metrics,
+                                  workload_at(rate)));
+        reports.back().policy = policy;
+        reports.back().offered_rate = rate;
       }
-      settings.policy = policy;
-      settings.model = o.model;
-      settings.workdir = scratch;
-      local_cluster cluster(settings);
-      std::vector<std::string> metrics;
-      for (const auto& url : cluster.mocker_urls()) metrics.push_back(url + "/metrics");
-      reports.push_back(measure(o, policy, "127.0.0.1", std::to_string(cluster.router_port()), cluster.router_pid(), metrics,
-                                *requests));
-    }
     std::filesystem::remove_all(scratch);
   }
+  const std::string workload = describe_workload(o, requests->size());
   print_table(reports);
-  if (!o.out.empty()) write_json(reports, o.out);
+  if (!o.out.empty()) write_json(reports, o.out, workload);
   if (!o.csv.empty()) write_csv(reports, o.csv);
-  if (!o.plot.empty() && write_plot(reports, o.plot)) std::cout << "TTFT plot: " << o.plot << "\n";
+  if (!o.plot.empty() && write_plot(reports, o.plot, workload)) std::cout << "plot: " << o.plot << "\n";
   std::size_t errors = 0;
   for (const auto& r : reports) errors += r.errors;
   return errors == 0 ? 0 : 3;

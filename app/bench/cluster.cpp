@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -72,6 +73,15 @@ bool alive(pid_t pid) { return waitpid(pid, nullptr, WNOHANG) == 0; }
 
 std::vector<std::string> policy_flags(const std::string& policy) {
   if (policy == "kv") return {"--router-mode", "kv"};
+  // kv-queue[:T]: kv with the admission queue at busy threshold T (default 1).
+  if (policy == "kv-queue") return {"--router-mode", "kv", "--busy-threshold", "1"};
+  if (policy.starts_with("kv-queue:")) {
+    const std::string threshold = policy.substr(9);
+    char* end = nullptr;
+    const double t = std::strtod(threshold.c_str(), &end);
+    if (threshold.empty() || *end != '\0' || !(t > 0)) return {};
+    return {"--router-mode", "kv", "--busy-threshold", threshold};
+  }
   if (policy == "approx-kv") return {"--router-mode", "kv", "--no-kv-events"};
   if (policy == "load-aware") return {"--load-aware"};
   if (policy == "round-robin" || policy == "random" || policy == "power-of-two" || policy == "least-loaded")
@@ -79,7 +89,7 @@ std::vector<std::string> policy_flags(const std::string& policy) {
   return {};
 }
 
-bool policy_uses_kv_events(const std::string& policy) { return policy == "kv"; }
+bool policy_uses_kv_events(const std::string& policy) { return policy == "kv" || policy.starts_with("kv-queue"); }
 
 local_cluster::local_cluster(cluster_settings settings) : settings_(std::move(settings)) {
   namespace fs = std::filesystem;

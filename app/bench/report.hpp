@@ -12,6 +12,8 @@ namespace kvr::bench {
 
 struct policy_report {
   std::string policy;
+  double offered_rate = 0;   ///< --rate-sweep: the run's Poisson rate (requests/s); 0 = not a sweep
+  std::size_t refused = 0;   ///< of the errors, answered 429 (a full queue or in-flight bound)
   std::size_t requests = 0;  ///< sent
   std::size_t errors = 0;
   double wall_s = 0;
@@ -30,10 +32,12 @@ struct policy_report {
 [[nodiscard]] policy_report summarize_run(std::string policy, std::vector<request_result>& results, double wall_s);
 
 void print_table(const std::vector<policy_report>& reports);
-/// `[{"policy", "requests", "errors", "rps", "hit_rate", "ttft_mean_ms", ...}, ...]`
-void write_json(const std::vector<policy_report>& reports, const std::string& path);
+/// `[{"policy", "workload", "offered_rate", "requests", "errors", "refused", "rps", "hit_rate", "ttft_mean_ms", ...}, ...]`
+void write_json(const std::vector<policy_report>& reports, const std::string& path, const std::string& workload);
 void write_csv(const std::vector<policy_report>& reports, const std::string& path);
-/// TTFT CDF per policy as a PNG; returns false (with a message on stderr) if gnuplot fails.
-bool write_plot(const std::vector<policy_report>& reports, const std::string& path);
+/// TTFT CDF per policy as a PNG, titled with `workload`; or, for a rate sweep, TTFT p50 / p99
+/// and goodput against offered load, one line per policy. False (with a message on stderr) if
+/// gnuplot fails. The data goes to gnuplot inline: no files are left behind.
+bool write_plot(const std::vector<policy_report>& reports, const std::string& path, const std::string& workload);
 
 }  // namespace kvr::bench
