@@ -5,6 +5,8 @@
 #include <numeric>
 #include <string>
 
+#include "core/metrics/prometheus_text.hpp"
+
 namespace kvr::loadgen {
 
 summary summarize(std::vector<double>& samples) {
@@ -25,21 +27,9 @@ summary summarize(std::vector<double>& samples) {
 
 double prometheus_sum(std::string_view text, std::string_view name) {
   double total = 0;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    const std::string_view line = text.substr(start, end - start);
-    start = end + 1;
-    if (!line.starts_with(name) || line.size() <= name.size()) continue;
-    const char next = line[name.size()];
-    if (next != '{' && next != ' ') continue;
-    const auto space = line.rfind(' ');
-    try {
-      total += std::stod(std::string(line.substr(space + 1)));
-    } catch (const std::exception&) {
-    }
-  }
+  parse_prometheus_text(text, [&](const prometheus_sample& sample) {
+    if (sample.name == name && std::isfinite(sample.value)) total += sample.value;
+  });
   return total;
 }
 

@@ -55,6 +55,7 @@ step_result engine::step() {
   // Admit in arrival order while blocks and the batch size allow (FCFS: the head blocks the rest).
   std::uint64_t prefill_tokens = 0;
   while (!waiting_.empty() && running_.size() < settings_.max_num_seqs) {
+    if (settings_.max_num_batched_tokens > 0 && prefill_tokens >= settings_.max_num_batched_tokens) break;
     sequence_request& next = waiting_.front();
     auto blocks = cache_.allocate(next.tokens, next.max_new_tokens, result.events, next.images);
     if (!blocks) break;

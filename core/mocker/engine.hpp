@@ -31,6 +31,10 @@ struct engine_settings {
   std::uint32_t num_blocks = 16384;
   std::uint32_t block_size = 16;
   std::uint32_t max_num_seqs = 256;
+  /// Prompt tokens a step prefills at most, as vLLM's --max-num-batched-tokens (0 = no bound).
+  /// Coarse: a step admits sequences while its budget is not yet used up, so one long prompt
+  /// still runs whole (vLLM would chunk it).
+  std::uint32_t max_num_batched_tokens = 0;
   timing_model timing;
 };
 

@@ -81,3 +81,26 @@ TEST(mocker_engine, a_prompt_that_can_never_fit_is_refused_and_a_restart_ends_ev
 
 }  // namespace
 }  // namespace kvr::mocker
+
+namespace kvr::mocker {
+namespace {
+
+TEST(mocker_engine, a_step_prefills_no_more_than_its_token_budget_and_the_rest_wait) {
+  engine_settings settings = small(1024, 64);
+  settings.max_num_batched_tokens = 500;
+  engine e(settings);
+  for (std::uint64_t id = 1; id <= 4; ++id) e.submit(request(id, static_cast<std::uint32_t>(id) * 1000, 320, 4));
+  const step_result first = e.step();
+  EXPECT_EQ(first.outputs.size(), 2u) << "320 tokens leave budget for one more; 640 use it up";
+  EXPECT_EQ(e.waiting(), 2u);
+  const step_result second = e.step();
+  EXPECT_EQ(e.waiting(), 0u);
+  EXPECT_EQ(second.outputs.size(), 4u) << "two decode tokens and two first tokens";
+
+  engine unbounded(small(1024, 64));
+  for (std::uint64_t id = 1; id <= 4; ++id) unbounded.submit(request(id, static_cast<std::uint32_t>(id) * 1000, 320, 4));
+  EXPECT_EQ(unbounded.step().outputs.size(), 4u) << "without a budget every waiting prompt is admitted";
+}
+
+}  // namespace
+}  // namespace kvr::mocker
