@@ -95,6 +95,10 @@ const option_table<options>& serving_options() {
                                   [](auto& o) -> auto& { return o.serve.http.client_timeout; }, 1, 86400));
     t.push_back(duration<options>("--upstream-timeout-secs", "longest wait for a worker's next bytes (504 if none came)",
                                   [](auto& o) -> auto& { return o.serve.http.upstream_timeout; }, 1, 86400));
+    t.push_back(text<options>("--access-log", "PATH",
+                              "one JSON line per routed request (time, request id, model, set, worker, status, prompt "
+                              "tokens, overlap, queue wait, TTFT, duration, bytes); - = stdout",
+                              [](auto& o) -> auto& { return o.serve.http.access_log; }, true));
     t.push_back(flag_switch<options>("--no-decision-headers",
                                      "answers do not say where they were routed (x-kvrouter-worker, "
                                      "x-kvrouter-overlap-blocks); x-request-id stays",

@@ -14,6 +14,7 @@
 #include "actors/http/http_ingress.hpp"
 #include "actors/http/ingress_actor.hpp"
 #include "actors/pipeline/runtime.hpp"
+#include "actors/pipeline/set_pipeline.hpp"
 #include "actors/pipeline/watcher.hpp"
 #include "app/cli.hpp"
 #include "app/commands.hpp"
@@ -71,6 +72,10 @@ int run_explain(const options& options) {
   if (options.serve.config_path.empty()) return fail("explain needs --config FILE");
   auto file = load_sets(options);
   if (!file) return fail(file.error());
+  // What serving would load: the tokenizers and chat templates of sets that hash prompts.
+  for (const worker_set_card& card : file->sets)
+    if (uses_prefix_overlap(effective_config(*file, card)))
+      if (auto checked = check_model_files(card); !checked) return fail(checked.error());
   std::cout << explain(*file).dump(2) << "\n";
   return 0;
 }
@@ -106,6 +111,7 @@ int run_serve(const options& options) {
   const ingress_actor ingress_owner = spawn_ingress_actor(system, *ingress);
   watch.ingress = ingress_owner;
   const watcher_actor watcher = spawn_watcher(system, watch);
+  ingress->set_metrics_writer([reloads = watch.reloads](std::string& out) { reloads->write_metrics(out); });
   ingress->set_fault_injector([watcher](std::string set, std::string component) {
     caf::anon_send(watcher, fault_atom_v, std::move(set), std::move(component));
   });
@@ -124,13 +130,6 @@ int run_serve(const options& options) {
     return fail(error);
   }
 
-  for (const worker_set_card& card : file->sets) {
-    const router_config config = effective_config(*file, card);
-    std::cerr << fmt::format("kvrouter: worker set {}: model {}, {} worker(s), router_mode {}{}{}\n", card.name,
-                             card.model, card.workers.size(), to_string(config.mode),
-                             uses_prefix_overlap(config) ? ", prefix overlap on" : "",
-                             should_subscribe_to_kv_events(config) ? ", KV events subscribed" : "");
-  }
   const std::string models = file->sets.size() == 1 ? file->sets.front().model : fmt::format("{} models", file->sets.size());
   std::cerr << fmt::format("kvrouter: serving {} on http://{}:{}\n", models, serve.http.host, ingress->port());
 

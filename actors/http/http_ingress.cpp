@@ -85,7 +85,13 @@ void http_ingress::impl::accept(io_thread& thread) {
 std::string http_ingress::impl::metrics_text() {
   std::string out;
   probe.write_metrics(out);
+  out += fmt::format("# HELP kvrouter_access_log_lines_total Access-log lines written.\n"
+                     "# TYPE kvrouter_access_log_lines_total counter\nkvrouter_access_log_lines_total {}\n"
+                     "# HELP kvrouter_access_log_dropped_total Access-log lines dropped (the writer fell behind, or a write failed).\n"
+                     "# TYPE kvrouter_access_log_dropped_total counter\nkvrouter_access_log_dropped_total {}\n",
+                     access ? access->written() : 0, access ? access->dropped() : 0);
   write_set_metrics(out, *current_table());
+  if (write_more_metrics) write_more_metrics(out);
   return out;
 }
 
@@ -130,6 +136,7 @@ http_ingress::http_ingress(ingress_settings settings) : impl_(std::make_unique<i
     impl_->threads.push_back(std::move(thread));
   }
   impl_->bound_port = port;
+  if (!impl_->settings.access_log.empty()) impl_->access = std::make_unique<access_log>(impl_->settings.access_log);
 }
 
 http_ingress::~http_ingress() = default;
@@ -152,6 +159,8 @@ void http_ingress::set_routing_table(std::shared_ptr<const routing_table> table)
 }
 
 std::uint16_t http_ingress::port() const { return impl_->bound_port; }
+
+void http_ingress::set_metrics_writer(std::function<void(std::string&)> write) { impl_->write_more_metrics = std::move(write); }
 
 void http_ingress::set_fault_injector(std::function<void(std::string, std::string)> inject) {
   impl_->inject_fault = std::move(inject);

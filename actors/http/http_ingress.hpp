@@ -30,6 +30,9 @@ class http_ingress {
 
   /// Where `POST /v1/router/faults` (with --fault-injection) sends its (set, component).
   void set_fault_injector(std::function<void(std::string set, std::string component)> inject);
+  /// Families other parts of the process add to `/metrics` (called on an I/O thread; set before
+  /// serving).
+  void set_metrics_writer(std::function<void(std::string& out)> write);
 
   /// Serves on `settings.threads` threads until stop() or a drain ends; blocks the caller (it
   /// serves too).

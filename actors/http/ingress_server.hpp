@@ -20,6 +20,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
+#include "actors/http/access_log.hpp"
 #include "actors/http/http_ingress.hpp"
 #include "actors/http/ingress_probe.hpp"
 #include "actors/http/local_routing.hpp"
@@ -95,9 +96,11 @@ struct http_ingress::impl {
   /// Random per process: generated request ids (`kvr-TAG-N`) do not repeat across restarts.
   std::uint64_t instance_tag = 0;
   std::function<void(std::string, std::string)> inject_fault;  ///< set before serving
+  std::function<void(std::string&)> write_more_metrics;       ///< set before serving
   std::uint16_t bound_port = 0;
   /// Set once by drain(): /ready answers 503, answers carry `Connection: close`.
   std::atomic<bool> draining{false};
+  std::unique_ptr<access_log> access;  ///< --access-log; null when off
 
   std::shared_ptr<const routing_table> current_table() {
     std::lock_guard lock(table_mutex);

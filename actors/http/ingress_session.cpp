@@ -8,6 +8,7 @@
 #include "actors/http/http_fields.hpp"
 #include "actors/http/request_router.hpp"
 #include "actors/http/set_metrics.hpp"
+#include "core/common/http_url.hpp"
 
 namespace kvr::ingress {
 namespace {
@@ -88,18 +89,25 @@ class session final : public std::enable_shared_from_this<session>, public timed
   // -- proxy_stream::owner ---------------------------------------------------------------------
   std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
   void expire_after(std::chrono::seconds timeout) override { deadline = clock_type::now() + timeout; }
-  void on_first_bytes() override { router_.first_token(); }
+  void on_first_bytes() override {
+    if (!first_bytes_) first_bytes_ = clock_type::now();
+    router_.first_token();
+  }
 
   void on_early_end(proxy_stream::early_end why, std::string detail) override {
     switch (why) {
-      case proxy_stream::early_end::client_gone: return client_left_during_request();
+      case proxy_stream::early_end::client_gone:
+        log_access("client_left", 0, 0);
+        return client_left_during_request();
       case proxy_stream::early_end::timed_out:
         server_.probe.upstream_timed_out();
         router_.finished();
-        return send_error({api_errc::worker_timeout, std::move(detail), {}});
+        send_error({api_errc::worker_timeout, std::move(detail), {}});
+        return log_access("timed_out", http_status(api_errc::worker_timeout), local_body_.size());
       case proxy_stream::early_end::worker_failed:
         if (client_gone_) {  // the worker's own failure, but nobody waits for a retry
           router_.blame_worker();
+          log_access("client_left", 0, 0);
           return close_after_client_left();
         }
         state_ = state::routing;
@@ -109,6 +117,11 @@ class session final : public std::enable_shared_from_this<session>, public timed
 
   void on_late_end(proxy_stream::late_end why, unsigned status) override {
     router_.finished();
+    if (!first_bytes_) first_bytes_ = clock_type::now();  // the whole answer came in one read
+    log_access(why == proxy_stream::late_end::completed     ? "completed"
+               : why == proxy_stream::late_end::client_gone ? "client_left"
+                                                            : "cut",
+               status, stream_.body_bytes());
     switch (why) {
       case proxy_stream::late_end::completed:
         server_.probe.responded(status);
@@ -222,20 +235,27 @@ class session final : public std::enable_shared_from_this<session>, public timed
     }
     if (!get) return send_error({api_errc::method_not_allowed, "use GET", {}});
     if (path == "/health") return send(http::status::ok, R"({"status":"ok"})", "application/json");
-    if (path == "/ready") return handle_ready();
+    if (path == "/ready") return handle_ready(target);
     if (path == "/v1/models") return handle_models();
     if (path == "/v1/router/sets") return send(http::status::ok, sets_page(*server_.current_table()), "application/json");
     if (path == "/metrics") return send(http::status::ok, server_.metrics_text(), "text/plain; version=0.0.4");
     return send_error({api_errc::not_found, fmt::format("no route for {}", path), {}});
   }
 
-  void handle_ready() {
+  /// `/ready`: some set has a routable worker; `/ready?model=M`: M's set has one.
+  void handle_ready(std::string_view target) {
     if (server_.draining.load(std::memory_order_relaxed))
       return send(http::status::service_unavailable, R"({"status":"draining"})", "application/json");
     auto table = server_.current_table();
-    for (const worker_set_route& set : table->sets)
+    const auto model = query_parameter(target, "model");
+    if (model && table->find(*model) == nullptr)
+      return send(http::status::not_found, nlohmann::json{{"status", "unknown model"}, {"model", *model}}.dump(),
+                  "application/json");
+    for (const worker_set_route& set : table->sets) {
+      if (model && set.model != *model) continue;
       for (const auto& worker : set.snapshot->load()->workers)
         if (worker.healthy) return send(http::status::ok, R"({"status":"ready"})", "application/json");
+    }
     send(http::status::service_unavailable, R"({"status":"no routable worker"})", "application/json");
   }
 
@@ -275,6 +295,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
     take_request_id(id);
     router_.start(std::move(table), *set, std::make_shared<const routing_request>(std::move(*parsed)), id, *options,
                   [this] { return make_sink(); });
+    start_access_record();
     state_ = state::routing;
     watch_client();
     act(router_.route());
@@ -338,11 +359,16 @@ class session final : public std::enable_shared_from_this<session>, public timed
     switch (verdict.what) {
       case route_verdict::kind::wait: return;
       case route_verdict::kind::answer:
-        if (client_gone_) return close_after_client_left();  // e.g. withdrawn from the queue
-        return send(static_cast<http::status>(verdict.status), std::move(verdict.body), "application/json");
+        if (client_gone_) {  // e.g. withdrawn from the queue
+          log_access("client_left", 0, 0);
+          return close_after_client_left();
+        }
+        send(static_cast<http::status>(verdict.status), std::move(verdict.body), "application/json");
+        return log_access(verdict.status == 200 ? "dry_run" : "router_error", verdict.status, local_body_.size());
       case route_verdict::kind::proxy:
         if (client_gone_) {  // the client left while the request was being routed
           router_.finished();
+          log_access("client_left", 0, 0);
           return close_after_client_left();
         }
         state_ = state::proxying;
@@ -378,6 +404,37 @@ class session final : public std::enable_shared_from_this<session>, public timed
   void close_after_client_left() {
     server_.probe.client_disconnected();
     close();
+  }
+
+  // -- the access log -------------------------------------------------------------------------
+  void start_access_record() {
+    logged_ = server_.access == nullptr;
+    received_wall_ = std::chrono::system_clock::now();
+    received_ = clock_type::now();
+    first_bytes_.reset();
+  }
+
+  /// The routed request ended (`outcome`, with `status` as the client got it, 0 = it left, and
+  /// `bytes` of answer body).
+  void log_access(std::string_view outcome, unsigned status, std::uint64_t bytes) {
+    if (logged_) return;
+    logged_ = true;
+    auto ms = [](clock_type::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+    const bool proxied = router_.attempts() > 0;
+    server_.access->write({.received = received_wall_,
+                           .request_id = request_id_,
+                           .model = router_.request().model,
+                           .set = router_.set().name,
+                           .worker = proxied ? std::string_view(router_.worker().name) : std::string_view(),
+                           .prompt_tokens = router_.prompt_tokens(),
+                           .overlap_blocks = router_.overlap_blocks(),
+                           .attempts = router_.attempts(),
+                           .queue_wait_ms = ms(router_.queued_for()),
+                           .ttft_ms = first_bytes_ ? ms(*first_bytes_ - received_) : -1.0,
+                           .duration_ms = ms(clock_type::now() - received_),
+                           .status = status,
+                           .bytes = bytes,
+                           .outcome = outcome});
   }
 
   // -- answering directly ----------------------------------------------------------------------
@@ -429,6 +486,10 @@ class session final : public std::enable_shared_from_this<session>, public timed
   std::string request_id_;       ///< the routed request's id (the client's, or generated)
   bool client_sent_id_ = false;  ///< it came with the request (so it is forwarded as it was)
   bool client_gone_ = false;    ///< the client left while its request was routed or proxied
+  bool logged_ = true;          ///< the routed request's access-log line is written (or not wanted)
+  std::chrono::system_clock::time_point received_wall_;
+  clock_type::time_point received_;
+  std::optional<clock_type::time_point> first_bytes_;
   state state_ = state::reading_request;
   std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> request_;

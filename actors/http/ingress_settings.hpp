@@ -29,6 +29,8 @@ struct ingress_settings {
   /// `--no-decision-headers`: answers do not say where they were routed (`x-kvrouter-worker`,
   /// `x-kvrouter-overlap-blocks`); the request id is always there.
   bool no_decision_headers = false;
+  /// `--access-log PATH|-`: one JSON line per routed request ("" = none, "-" = stdout).
+  std::string access_log;
   /// `POST /v1/router/faults` kills a pipeline component as a crash would (drills, tests).
   bool fault_injection = false;
   std::uint32_t max_retries = 2;               ///< re-routes after a worker fails before answering

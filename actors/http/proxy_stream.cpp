@@ -17,6 +17,7 @@ void proxy_stream::start(const worker_target& worker, const http::request<http::
   request_ = &request;
   keep_alive_ = keep_alive;
   prefill_reported_ = false;
+  body_bytes_ = 0;
   cut_ = cut_reason::none;
   answer_tags_.clear();
   if (tags.decision_headers)
@@ -196,6 +197,7 @@ void proxy_stream::write_client(std::size_t bytes) {
     out[n++] = asio::buffer(chunk_size_line_);
   }
   if (bytes > 0) out[n++] = asio::buffer(chunk_.data(), bytes);
+  body_bytes_ += bytes;
   if (chunked_ && bytes > 0) out[n++] = asio::buffer("\r\n", 2);
   if (chunked_ && last) out[n++] = asio::buffer("0\r\n\r\n", 5);
   if (n == 0) return last ? end_late(late_end::completed) : relay();

@@ -77,6 +77,8 @@ class proxy_stream {
   [[nodiscard]] phase current() const { return phase_; }
   /// Whether any of the answer reached the client (then nothing can be retried).
   [[nodiscard]] bool answered() const { return phase_ == phase::relaying || phase_ == phase::writing_client; }
+  /// Answer body bytes forwarded to the client for the current request.
+  [[nodiscard]] std::uint64_t body_bytes() const { return body_bytes_; }
 
  private:
   /// Why kvrouter itself closed the upstream socket (the pending operation then fails).
@@ -117,6 +119,7 @@ class proxy_stream {
   std::string chunk_size_line_;
   bool chunked_ = false;         ///< framing: chunked (the worker streams without a length) or its length
   unsigned status_ = 200;
+  std::uint64_t body_bytes_ = 0;
 };
 
 }  // namespace kvr::ingress

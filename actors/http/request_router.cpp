@@ -53,6 +53,8 @@ void request_router::start(std::shared_ptr<const routing_table> table, const wor
   options_ = options;
   excluded_.clear();
   attempts_ = 0;
+  prompt_tokens_ = request_->prompt_tokens;
+  queued_for_ = {};
 }
 
 void request_router::reset() {
@@ -108,6 +110,8 @@ route_verdict request_router::route_locally() {
 
 route_verdict request_router::on_decision(const route_decision& decision) {
   set_->routing_in_flight->fetch_sub(1);
+  queued_for_ += decision.queued_for;
+  if (decision.prompt_tokens > 0) prompt_tokens_ = decision.prompt_tokens;
   if (!decision.ok()) return answer(routing_error(decision));
   if (options_.dry_run) return answer_dry_run(decision);
   overlap_blocks_ = decision.overlap_blocks;

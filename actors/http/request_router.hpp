@@ -85,6 +85,13 @@ class request_router {
   [[nodiscard]] const worker_target& worker() const { return set_->workers[worker_]; }
   /// Cached prompt blocks the chosen worker was scored with (0 when routed without the index).
   [[nodiscard]] std::uint32_t overlap_blocks() const { return overlap_blocks_; }
+  /// The prompt's length as routing knew it: exact once tokenized, else the request's estimate.
+  [[nodiscard]] std::uint32_t prompt_tokens() const { return prompt_tokens_; }
+  /// Workers tried so far (retries + 1).
+  [[nodiscard]] std::uint32_t attempts() const { return attempts_; }
+  /// Time spent in the set's queue, over every attempt.
+  [[nodiscard]] duration queued_for() const { return queued_for_; }
+  [[nodiscard]] const routing_request& request() const { return *request_; }
   [[nodiscard]] bool routing() const { return set_ != nullptr; }
 
  private:
@@ -110,6 +117,8 @@ class request_router {
   std::uint32_t attempts_ = 0;
   std::uint32_t worker_ = 0;
   std::uint32_t overlap_blocks_ = 0;
+  std::uint32_t prompt_tokens_ = 0;
+  duration queued_for_{};
 };
 
 }  // namespace kvr::ingress

@@ -170,17 +170,23 @@ std::string sets_page(const routing_table& table) {
     const scorer_snapshot_cell& cell = *table.sets[i].snapshot;
     const auto snapshot = cell.load();
     nlohmann::json workers = nlohmann::json::array();
-    for (const auto& w : snapshot->workers)
-      workers.push_back({{"name", w.name},
-                         {"healthy", w.healthy},
-                         {"busy", w.busy},
-                         {"active_requests", w.requests},
-                         {"active_prefill_tokens", w.prefill_tokens},
-                         {"active_decode_blocks", w.decode_blocks},
-                         {"index_blocks", w.index_blocks},
-                         {"routed", w.routed},
-                         {"failures", w.failures},
-                         {"engine", engine_json(w.engine)}});
+    const worker_set_route& set = table.sets[i];
+    for (std::size_t w = 0; w < snapshot->workers.size(); ++w) {
+      const auto& worker = snapshot->workers[w];
+      const auto age = worker.last_kv_batch_age;
+      workers.push_back({{"name", worker.name},
+                         {"url", w < set.workers.size() ? set.workers[w].url : std::string()},
+                         {"healthy", worker.healthy},
+                         {"busy", worker.busy},
+                         {"active_requests", worker.requests},
+                         {"active_prefill_tokens", worker.prefill_tokens},
+                         {"active_decode_blocks", worker.decode_blocks},
+                         {"index_blocks", worker.index_blocks},
+                         {"last_kv_batch_age_s", age ? nlohmann::json(std::chrono::duration<double>(*age).count()) : nlohmann::json(nullptr)},
+                         {"routed", worker.routed},
+                         {"failures", worker.failures},
+                         {"engine", engine_json(worker.engine)}});
+    }
     const admission_status& a = snapshot->admission;
     page["sets"][i]["live"] = {{"workers", std::move(workers)},
                                {"queue",

@@ -66,7 +66,8 @@ void dispatch(scorer_pointer self, time_point now) {
     if (decision.failure == route_failure::every_worker_busy) return;
     auto entry = s.queue->pop_head(now);
     ++s.admission.admitted_after_wait;
-    if (decision.ok()) s.admission.wait.record(now - entry.arrival);
+    decision.queued_for = now - entry.arrival;
+    if (decision.ok()) s.admission.wait.record(decision.queued_for);
     entry.payload->reply(std::move(decision));
     s.publish_depth();
   }
@@ -115,8 +116,9 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
 
   return {
       [self](const kv_updates& updates) {
+        const auto now = clock_type::now();
         for (const kv_update& update : *updates)
-          self->state.router->on_kv_batch(update.publisher, update.clear_first, update.batch);
+          self->state.router->on_kv_batch(update.publisher, update.clear_first, update.batch, now);
       },
       [self](const route_job_ptr& job) { route(self, job); },
       [self](withdraw_atom, std::uint64_t request_id) {

@@ -12,25 +12,29 @@
 #include "actors/sources/engine_scraper.hpp"
 #include "actors/sources/health_checker.hpp"
 #include "actors/sources/kv_subscriber.hpp"
+#include "core/prompt/model_files.hpp"
 
 namespace kvr {
 namespace {
 
 /// The set's tokenizer and chat template: loaded once, shared read-only by its hashers.
+/// `tokenizer` and `tokenizer_config` may be files or HuggingFace model directories.
 std::expected<hasher_resources, std::string> load_hasher_resources(const worker_set_card& card) {
   hasher_resources resources;
-  if (!card.tokenizer.empty()) {
-    std::ifstream in(card.tokenizer);
-    if (!in) return std::unexpected(fmt::format("worker set {}: cannot read tokenizer {}", card.name, card.tokenizer));
+  const auto files = resolve_model_files(card.tokenizer, card.tokenizer_config);
+  if (!files) return std::unexpected(fmt::format("worker set {}: {}", card.name, files.error()));
+  if (!files->tokenizer.empty()) {
+    std::ifstream in(files->tokenizer);
+    if (!in) return std::unexpected(fmt::format("worker set {}: cannot read tokenizer {}", card.name, files->tokenizer));
     std::stringstream text;
     text << in.rdbuf();
     auto loaded = tokenizer::from_json(text.str());
     if (!loaded)
-      return std::unexpected(fmt::format("worker set {}: tokenizer {}: {}", card.name, card.tokenizer, loaded.error().message));
+      return std::unexpected(fmt::format("worker set {}: tokenizer {}: {}", card.name, files->tokenizer, loaded.error().message));
     resources.text_tokenizer = std::make_shared<const tokenizer>(std::move(*loaded));
   }
-  if (!card.tokenizer_config.empty()) {
-    auto chat = chat_template::load(card.tokenizer_config);
+  if (!files->chat_template.empty()) {
+    auto chat = chat_template::load(files->chat_template);
     if (chat) {
       resources.chat = std::make_shared<const chat_template>(std::move(*chat));
     } else if (card.chat_template_fallback_concat) {
@@ -48,6 +52,12 @@ std::expected<hasher_resources, std::string> load_hasher_resources(const worker_
 }
 
 }  // namespace
+
+std::expected<void, std::string> check_model_files(const worker_set_card& card) {
+  auto resources = load_hasher_resources(card);
+  if (!resources) return std::unexpected(resources.error());
+  return {};
+}
 
 std::expected<void, std::string> start_set(caf::actor_system& system, const router_file& file,
                                            const worker_set_card& card, const pipeline_settings& serve, running_set& out) {
@@ -79,10 +89,6 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
       routing.publisher_worker.push_back(p.worker);
       routing.publisher_names.push_back(p.name);
     }
-    if (publishers.empty())
-      std::cerr << "kvrouter: warning: worker set " << card.name
-                << " scores KV events, but no worker has a kv= endpoint; overlap stays 0 "
-                   "(add kv=, or use --no-kv-events for approximate mode)\n";
   }
   set.snapshot = scorer_config.snapshot;
   std::shared_ptr<media_fetcher> resources_fetcher;

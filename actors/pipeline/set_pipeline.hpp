@@ -46,6 +46,10 @@ struct running_set {
   bool health_checks = false;
 };
 
+/// Loads `card`'s tokenizer and chat template as starting the set would (files or model
+/// directories), and says what is wrong with them (`kvrouter explain` checks with it).
+[[nodiscard]] std::expected<void, std::string> check_model_files(const worker_set_card& card);
+
 /// Builds `card`'s pipeline: spawns its scorer and hashers and makes its components (not yet
 /// driven: see drive()). An error names the set and what is wrong with it.
 [[nodiscard]] std::expected<void, std::string> start_set(caf::actor_system& system, const router_file& file,

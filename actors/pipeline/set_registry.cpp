@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/sources/kv_subscriber.hpp"
+#include "core/routing/set_summary.hpp"
 
 namespace kvr {
 namespace {
@@ -38,6 +39,18 @@ std::expected<std::shared_ptr<running_set>, std::string> set_registry::start(con
     return std::unexpected(ok.error());
   }
   return set;
+}
+
+/// One line per started set saying what it does with each kind of prompt, and a warning for
+/// each path that routes on less than its config asks for.
+static void say_what_it_does(const running_set& set) {
+  const set_summary summary = summarize_set({.name = set.route.name,
+                                             .config = set.route.config,
+                                             .prompts = set.route.prompts,
+                                             .workers = set.route.workers.size(),
+                                             .kv_publishers = set.subscriber ? set.subscriber->stats().size() : 0});
+  for (const std::string& warning : summary.warnings) std::cerr << "kvrouter: warning: " << warning << "\n";
+  std::cerr << "kvrouter: " << summary.line << "\n";
 }
 
 /// Drives and monitors a started set's actors (once it is certain to run).
@@ -79,6 +92,7 @@ std::expected<std::shared_ptr<routing_table>, std::string> set_registry::apply(c
   }
   for (auto& [name, set] : started) {
     supervise(system_, *set, monitor_);
+    say_what_it_does(*set);
     running_[name] = std::move(set);
   }
   current_ = next;

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -121,6 +122,7 @@ struct watcher_state {
     stamp = now;
     auto next = load_router_file(settings.config_path);
     const std::string error = next ? apply(*next, "config reloaded") : next.error();
+    ++(error.empty() ? settings.reloads->file_applied : settings.reloads->file_rejected);
     if (!error.empty()) std::cerr << "kvrouter: config change rejected, keeping the last good config: " << error << "\n";
   }
 };
@@ -158,7 +160,9 @@ watcher_actor::behavior_type watcher(watcher_actor::stateful_pointer<watcher_sta
         try {
           const std::string error = s.apply(file_from_etcd(s.settings.etcd_global, *cards, s.last_good_cards), "etcd");
           if (!error.empty()) throw std::runtime_error(error);
+          ++s.settings.reloads->etcd_applied;
         } catch (const std::exception& e) {
+          ++s.settings.reloads->etcd_rejected;
           std::cerr << "kvrouter: etcd change rejected, keeping the last good config: " << e.what() << "\n";
         }
       },
@@ -186,6 +190,15 @@ std::expected<router_file, std::string> load_router_file(const std::string& path
   auto file = parse_router_file(text.str());
   if (!file) return std::unexpected(fmt::format("{}: {}", path, file.error().message));
   return *file;
+}
+
+void config_reload_counters::write_metrics(std::string& out) const {
+  out += "# HELP kvrouter_config_reloads_total Config changes (a file edit, an etcd change) applied or rejected.\n"
+         "# TYPE kvrouter_config_reloads_total counter\n";
+  for (const auto& [source, result, count] :
+       {std::tuple{"file", "applied", &file_applied}, std::tuple{"file", "rejected", &file_rejected},
+        std::tuple{"etcd", "applied", &etcd_applied}, std::tuple{"etcd", "rejected", &etcd_rejected}})
+    out += fmt::format("kvrouter_config_reloads_total{{source=\"{}\",result=\"{}\"}} {}\n", source, result, count->load());
 }
 
 watcher_actor spawn_watcher(caf::actor_system& system, watcher_settings settings) {

@@ -6,7 +6,9 @@
 /// (actors/pipeline/set_registry: a component that dies is restarted with back-off), and sends
 /// an immutable routing table to the ingress actor to swap in (docs/configuration.md).
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <expected>
 #include <functional>
 #include <memory>
@@ -22,12 +24,21 @@
 
 namespace kvr {
 
+/// Config changes the watcher applied or rejected, by source (read by /metrics).
+struct config_reload_counters {
+  std::atomic<std::uint64_t> file_applied{0}, file_rejected{0}, etcd_applied{0}, etcd_rejected{0};
+
+  /// `kvrouter_config_reloads_total{source, result}`.
+  void write_metrics(std::string& out) const;
+};
+
 struct watcher_settings {
   pipeline_settings pipeline;
   std::string config_path;    ///< polled for edits when set
   router_config etcd_global;  ///< with etcd: the global config the cards are resolved against
   /// Where new routing tables go (the ingress actor, actors/http/ingress_actor.hpp).
   ingress_actor ingress;
+  std::shared_ptr<config_reload_counters> reloads = std::make_shared<config_reload_counters>();
 };
 
 using watcher_actor = caf::typed_actor<

@@ -102,7 +102,7 @@ class runner {
   void done(std::unique_ptr<beast::tcp_stream> stream) {
     ++completed_;
     finished_at_ = clock_type::now();
-    if (stream) idle_.push_back(std::move(stream));
+    if (stream) idle_.push_back({std::move(stream), finished_at_});
     if (settings_.concurrency > 0) send_next();
     maybe_stop();
   }
@@ -147,8 +147,12 @@ class runner {
     std::string text = fmt::format("POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\n"
                                    "Content-Length: {}\r\n\r\n{}",
                                    path, settings_.host, settings_.port, body.size(), body);
+    // A connection idle for long may be closed by the server (kvrouter's --client-timeout-secs,
+    // default 60) just as a request goes out on it: such ones are dropped, not reused.
+    const auto now = clock_type::now();
+    std::erase_if(idle_, [now](const idle_connection& c) { return now - c.since > max_idle; });
     if (!idle_.empty()) {
-      auto stream = std::move(idle_.back());
+      auto stream = std::move(idle_.back().stream);
       idle_.pop_back();
       std::make_shared<exchange>(*this, index, std::move(stream))->start(std::move(text));
       return;
@@ -191,7 +195,12 @@ class runner {
   tcp::resolver::results_type endpoints_;
   asio::steady_timer arrival_timer_{io_};
   asio::steady_timer progress_timer_{io_};
-  std::vector<std::unique_ptr<beast::tcp_stream>> idle_;
+  struct idle_connection {
+    std::unique_ptr<beast::tcp_stream> stream;
+    clock_type::time_point since;
+  };
+  static constexpr std::chrono::seconds max_idle{20};
+  std::vector<idle_connection> idle_;
   clock_type::time_point start_;
   clock_type::time_point finished_at_;
   std::size_t sent_ = 0;

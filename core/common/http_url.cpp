@@ -1,6 +1,7 @@
 #include "core/common/http_url.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace kvr {
 
@@ -57,6 +58,52 @@ std::expected<parsed_url, std::string> resolve_location(const parsed_url& base, 
 std::string authority_of(const parsed_url& url) {
   const bool ipv6 = url.host.find(':') != std::string::npos;
   return (ipv6 ? "[" + url.host + "]" : url.host) + ":" + url.port;
+}
+
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::optional<std::string> percent_decoded(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '+') {
+      out += ' ';
+    } else if (text[i] != '%') {
+      out += text[i];
+    } else {
+      if (i + 2 >= text.size()) return std::nullopt;
+      const int high = hex_value(text[i + 1]), low = hex_value(text[i + 2]);
+      if (high < 0 || low < 0) return std::nullopt;
+      out += static_cast<char>(high * 16 + low);
+      i += 2;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> query_parameter(std::string_view target, std::string_view name) {
+  const std::size_t question = target.find('?');
+  if (question == std::string_view::npos) return std::nullopt;
+  std::string_view query = target.substr(question + 1);
+  query = query.substr(0, query.find('#'));
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const std::size_t eq = pair.find('=');
+    const auto key = percent_decoded(pair.substr(0, eq));
+    if (!key || *key != name) continue;
+    return percent_decoded(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
+  }
+  return std::nullopt;
 }
 
 }  // namespace kvr

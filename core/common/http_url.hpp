@@ -4,6 +4,7 @@
 /// (`http://[::1]:8000`) and leave them in `host`.
 
 #include <expected>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,5 +24,8 @@ struct parsed_url {
 [[nodiscard]] std::expected<parsed_url, std::string> resolve_location(const parsed_url& base, std::string_view location);
 /// `host:port` as a Host header carries it (IPv6 hosts in brackets).
 [[nodiscard]] std::string authority_of(const parsed_url& url);
+/// The first value of query parameter `name` in a request target (`/ready?model=a%2Fb`),
+/// percent-decoded and with `+` as a space; nullopt when absent or badly encoded.
+[[nodiscard]] std::optional<std::string> query_parameter(std::string_view target, std::string_view name);
 
 }  // namespace kvr

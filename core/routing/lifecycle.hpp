@@ -7,6 +7,8 @@
 #include <span>
 #include <vector>
 
+#include "core/common/time.hpp"
+
 namespace kvr {
 
 /// One step in the life of a routed request.
@@ -62,6 +64,7 @@ struct route_decision {
   double cost = 0.0;
   std::uint32_t prompt_blocks = 0;
   std::uint32_t prompt_tokens = 0;   ///< exact when tokenized, else the request's estimate
+  duration queued_for{};             ///< how long it waited in the set's queue
   std::vector<candidate_view> candidates;  ///< filled for dry runs only
 
   [[nodiscard]] bool ok() const { return failure == route_failure::none; }

@@ -21,6 +21,7 @@ worker_set_router::worker_set_router(worker_set_router_settings settings) : sett
   rng_.seed(settings_.seed);
   workers_.assign(workers(), {});
   events_.resize(settings_.publisher_worker.size());
+  last_batch_.resize(settings_.publisher_worker.size());
 }
 
 bool worker_set_router::healthy(std::uint32_t worker, time_point now) const {
@@ -158,8 +159,9 @@ void worker_set_router::on_health(std::uint32_t worker, bool up, time_point now)
   }
 }
 
-void worker_set_router::on_kv_batch(std::uint32_t publisher, bool clear_first, const kv_batch& batch) {
+void worker_set_router::on_kv_batch(std::uint32_t publisher, bool clear_first, const kv_batch& batch, time_point now) {
   if (publisher >= events_.size()) return;  // not a publisher of this set
+  last_batch_[publisher] = now;
   if (clear_first) {
     index_->apply_cleared(publisher);
     ++clears_;
@@ -184,8 +186,13 @@ void worker_set_router::tick(time_point now) {
 worker_set_status worker_set_router::status(time_point now) const {
   worker_set_status status;
   std::vector<std::uint64_t> blocks_per_worker(workers(), 0);
-  for (std::uint32_t p = 0; p < settings_.publisher_worker.size(); ++p)
-    if (settings_.publisher_worker[p] < workers()) blocks_per_worker[settings_.publisher_worker[p]] += index_->worker_blocks(p);
+  std::vector<std::optional<time_point>> latest_batch(workers());
+  for (std::uint32_t p = 0; p < settings_.publisher_worker.size(); ++p) {
+    const std::uint32_t w = settings_.publisher_worker[p];
+    if (w >= workers()) continue;
+    blocks_per_worker[w] += index_->worker_blocks(p);
+    if (last_batch_[p] && (!latest_batch[w] || *latest_batch[w] < *last_batch_[p])) latest_batch[w] = last_batch_[p];
+  }
   for (std::uint32_t w = 0; w < workers(); ++w) {
     const worker_load load = active_->load(w);
     status.workers.push_back({.name = settings_.worker_names[w],
@@ -197,7 +204,8 @@ worker_set_status worker_set_router::status(time_point now) const {
                               .routed = workers_[w].routed,
                               .failures = workers_[w].failures,
                               .busy = busy(w, now),
-                              .engine = now < workers_[w].engine_until ? workers_[w].engine : engine_metrics{}});
+                              .engine = now < workers_[w].engine_until ? workers_[w].engine : engine_metrics{},
+                              .last_kv_batch_age = latest_batch[w] ? std::optional(now - *latest_batch[w]) : std::nullopt});
   }
   status.routed = routed_total_;
   status.dry_runs = dry_runs_;

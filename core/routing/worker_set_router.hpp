@@ -62,6 +62,7 @@ struct worker_set_status {
     std::uint64_t failures = 0;
     bool busy = false;                 ///< see worker_set_router::busy
     engine_metrics engine;             ///< the last scrape (empty when none, or too old)
+    std::optional<duration> last_kv_batch_age;  ///< since its publishers' latest batch; none yet
   };
   std::vector<worker> workers;
   std::uint64_t routed = 0;
@@ -87,9 +88,9 @@ class worker_set_router {
   void retune(const router_config& config);
   /// The health checker's verdict on `worker`.
   void on_health(std::uint32_t worker, bool up, time_point now);
-  /// A batch of KV events from `publisher`, after clearing its entries if `clear_first`.
-  /// Batches of publishers this set does not know are ignored.
-  void on_kv_batch(std::uint32_t publisher, bool clear_first, const kv_batch& batch);
+  /// A batch of KV events from `publisher`, after clearing its entries if `clear_first`, that
+  /// arrived at `now`. Batches of publishers this set does not know are ignored.
+  void on_kv_batch(std::uint32_t publisher, bool clear_first, const kv_batch& batch, time_point now);
   /// A scrape of `worker`'s `/metrics`.
   void on_engine_metrics(std::uint32_t worker, const engine_metrics& metrics, time_point now);
   /// A publisher left: its index entries go.
@@ -139,6 +140,7 @@ class worker_set_router {
   std::uint64_t round_robin_ticket_ = 0;
   std::vector<worker_state> workers_;
   std::vector<kv_event_counters> events_;  ///< per publisher
+  std::vector<std::optional<time_point>> last_batch_;  ///< per publisher
   std::uint64_t routed_total_ = 0, dry_runs_ = 0, unroutable_ = 0, clears_ = 0;
   // Reused per request.
   std::vector<std::uint32_t> publisher_overlaps_, worker_overlaps_, active_overlaps_;

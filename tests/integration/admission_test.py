@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from router_harness import Failures, Router, Worker
+from router_harness import Failures, Router, Worker, wait_for
 
 kvrouter = sys.argv[1]
 f = Failures()
@@ -58,16 +58,6 @@ def arrival_order(workers):
 def queue_depth(router):
     m = router.metrics()
     return sum(v for k, v in m.items() if k.startswith("kvrouter_queue_depth{"))
-
-
-def wait_for(condition, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    return condition()
 
 
 workers = [Worker(f"w{i}", "--first-delay", "0.3") for i in range(2)]

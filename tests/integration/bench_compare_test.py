@@ -64,6 +64,27 @@ def main():
             f"kv fetched each of the 8 images once (cache hit rate 24/32) and load-aware looked up none "
             f"({mm and mm['kv']['dims_cache_hit_rate']}, {mm and mm['load-aware']['dims_cache_hit_rate']})")
 
+    f.check(all(r["workload"].startswith("shared-prefix: 8 groups x 12 prompts") for r in reports.values()),
+            f"the JSON names the workload ({reports['kv'].get('workload')})")
+    f.check(not [n for n in os.listdir(out) if n.startswith(".")], f"no hidden data files are left ({os.listdir(out)})")
+
+    # A rate sweep: one run per rate, one table, one plot against offered load.
+    sweep_json, sweep_png = os.path.join(out, "sweep.json"), os.path.join(out, "sweep.png")
+    run = subprocess.run([bench, "compare", "--policies", "kv,kv-queue:1", "--mockers", "2", "--rate-sweep", "20,40",
+                          "--mocker-flag=--speedup", "--mocker-flag=10", "--groups", "4", "--prompts-per-group", "6",
+                          "--output-tokens", "4", "--no-progress", "--out", sweep_json, "--plot", sweep_png],
+                         capture_output=True, text=True, timeout=240, cwd=out)
+    print(run.stdout)
+    sweep = json.load(open(sweep_json)) if run.returncode == 0 else []
+    f.check([(r["policy"], r["offered_rate"]) for r in sweep] == [("kv", 20), ("kv", 40), ("kv-queue:1", 20), ("kv-queue:1", 40)],
+            f"a sweep runs every policy at every rate ({run.returncode}: {run.stderr.strip()[-300:]})")
+    f.check(all(r["errors"] == 0 and r["requests"] == 24 for r in sweep), "... every request succeeding")
+    f.check(os.path.exists(sweep_png) and open(sweep_png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "the sweep plot is a PNG")
+    f.check("offered" in run.stdout, "the table has the offered-load column")
+    f.check(not [n for n in os.listdir(out) if n.startswith(".")], "still no hidden files")
+    clash = subprocess.run([bench, "compare", "--rate-sweep", "1,2", "--rate", "3"], capture_output=True, text=True)
+    f.check(clash.returncode == 2 and "--rate-sweep" in clash.stderr, "a sweep with --rate is refused")
+
     bad = subprocess.run([bench, "compare", "--policies", "fastest"], capture_output=True, text=True)
     f.check(bad.returncode == 2 and "unknown policy fastest" in bad.stderr, "an unknown policy is refused by name")
     f.exit()

@@ -1,11 +1,18 @@
 #!/usr/bin/python3
 """Integration: kvrouter's command line answers the way an operator expects: every subcommand
 answers --help (exit 0); serving without any worker is an error that says what is missing
-(exit 2); describe refuses --config and points to explain. Usage: cli_test.py PATH/TO/kvrouter"""
+(exit 2); describe refuses --config and points to explain; at start-up each set says what it
+does with each kind of prompt and warns about paths that route on load alone; --tokenizer takes a
+HuggingFace model directory; explain checks the tokenizers serving would load.
+Usage: cli_test.py PATH/TO/kvrouter"""
+import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
-from router_harness import Failures
+from router_harness import Failures, Router, Worker
 
 kvrouter = sys.argv[1]
 f = Failures()
@@ -28,4 +35,37 @@ code, out = run("describe", "--config", "x.json")
 f.check(code == 2 and "kvrouter explain --config FILE" in out, f"describe refuses --config and points to explain ({code})")
 code, out = run("explain")
 f.check(code == 2 and "explain needs --config FILE" in out, f"explain without --config is an error ({code})")
+
+# Start-up: what each set does, and what it cannot do.
+repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+model_dir = tempfile.mkdtemp()
+for name in ("tokenizer.json", "tokenizer_config.json"):
+    shutil.copy(os.path.join(repo, ".cache", "tokenizers", "qwen3", name), model_dir)
+worker = Worker("w0")
+try:
+    bare = Router(kvrouter, "m", [f"{worker.url},id=w0"])
+    bare.stop()
+    log = bare.full_log()
+    f.check("worker set m: 1 worker(s), kv: token ids hashed; text and chats: routed on load (no tokenizer)" in log,
+            f"a kv set without a tokenizer says text and chats route on load ({log.strip()[:300]})")
+    f.check("warning: worker set m: text and chat prompts route on load alone: no tokenizer" in log, "... and warns")
+    full = Router(kvrouter, "m", [f"{worker.url},id=w0"], "--tokenizer", model_dir)
+    status, _, _ = full.chat(content="hello there")
+    full.stop()
+    log = full.full_log()
+    f.check("kv: token ids, text and chats hashed" in log and "route on load alone" not in log,
+            f"--tokenizer MODEL_DIR loads its tokenizer.json and its chat template ({log.strip()[:300]})")
+    f.check(status == 200, "and serves")
+finally:
+    worker.stop()
+empty = tempfile.mkdtemp()
+code, out = run("--model", "m", "--worker", "http://127.0.0.1:9", "--port", "0", "--tokenizer", empty)
+f.check(code == 2 and f"the model directory {empty} has no tokenizer.json" in out,
+        f"a model directory without tokenizer.json stops start-up naming it ({code}: {out.strip()[-200:]})")
+config = os.path.join(empty, "sets.json")
+with open(config, "w") as out_file:
+    json.dump({"worker_sets": [{"name": "s", "model": "m", "tokenizer": os.path.join(empty, "missing.json"),
+                                "workers": [{"url": "http://127.0.0.1:9"}]}]}, out_file)
+code, out = run("explain", "--config", config)
+f.check(code == 2 and "cannot read tokenizer" in out, f"explain checks the tokenizer serving would load ({code}: {out.strip()[-200:]})")
 f.exit()

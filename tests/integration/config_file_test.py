@@ -81,6 +81,8 @@ try:
     f.check(status_b == 200 and json.loads(body_b)["worker"] == "b", "model mb is served by set-b's worker")
     _, _, models = router.request("GET", "/v1/models")
     f.check(sorted(m["id"] for m in json.loads(models)["data"]) == ["ma", "mb"], "/v1/models lists both sets' models")
+    ready = [router.request("GET", path)[0] for path in ("/ready?model=ma", "/ready?model=m%62", "/ready?model=nope")]
+    f.check(ready == [200, 200, 404], f"/ready?model=M answers for M's set (percent-decoded), 404 for no set ({ready})")
     _, _, live = router.request("GET", "/v1/router/sets")
     live_sets = json.loads(live)["sets"]
     pipelines = [s.pop("pipeline") for s in live_sets]
@@ -145,6 +147,10 @@ try:
         s_.pop("pipeline")
         s_.pop("live")
     f.check(kept == explain(write("copy.json", base)), "an invalid edit is rejected and the last good config stays in force")
+    reloads = {k: v for k, v in router.metrics().items() if k.startswith("kvrouter_config_reloads_total")}
+    f.check(reloads.get('kvrouter_config_reloads_total{source="file",result="rejected"}') == 1 and
+            reloads.get('kvrouter_config_reloads_total{source="file",result="applied"}', 0) >= 3,
+            f"/metrics counts the reloads applied and the one rejected ({reloads})")
     f.check(router.chat(model="ma")[0] == 200, "set-a still serves after the rejected edit")
 
     without_a = json.loads(json.dumps(base))

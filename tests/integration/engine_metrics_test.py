@@ -15,7 +15,7 @@ import json
 import sys
 import time
 
-from router_harness import Failures, Mocker, Router, Worker
+from router_harness import Failures, Mocker, Router, Worker, wait_for
 
 kvrouter, mocker_binary = sys.argv[1], sys.argv[2]
 f = Failures()
@@ -27,16 +27,6 @@ def vllm_metrics(waiting, running=1):
             f'vllm:num_requests_waiting{{engine="0",model_name="m"}} {waiting}\n'
             f'vllm:num_requests_running{{engine="0",model_name="m"}} {running}\n'
             'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5\n')
-
-
-def wait_for(condition, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    return condition()
 
 
 def live_workers(router):

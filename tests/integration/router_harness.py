@@ -83,6 +83,18 @@ class Mocker:
         self.proc.wait(timeout=10)
 
 
+def wait_for(condition, timeout):
+    """Polls `condition` until it returns something true (returned) or `timeout` seconds pass
+    (its last value is returned)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    return condition()
+
+
 def free_port():
     """A port nobody listens on (bound, then released)."""
     s = socket.socket()

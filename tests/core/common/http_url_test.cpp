@@ -48,3 +48,25 @@ TEST(http_url, ports_outside_one_to_65535_are_refused) {
 
 }  // namespace
 }  // namespace kvr
+
+namespace kvr {
+namespace {
+
+TEST(query_parameter, finds_a_parameter_and_undoes_its_percent_encoding) {
+  EXPECT_EQ(query_parameter("/ready?model=Qwen%2FQwen3-0.6B", "model"), "Qwen/Qwen3-0.6B");
+  EXPECT_EQ(query_parameter("/ready?a=1&model=m+x&model=second", "model"), "m x");
+  EXPECT_EQ(query_parameter("/ready?model=", "model"), "");
+  EXPECT_EQ(query_parameter("/ready?model", "model"), "");
+  EXPECT_EQ(query_parameter("/ready?model=m#frag", "model"), "m");
+}
+
+TEST(query_parameter, is_absent_without_the_name_and_refuses_bad_escapes) {
+  EXPECT_EQ(query_parameter("/ready", "model"), std::nullopt);
+  EXPECT_EQ(query_parameter("/ready?models=m", "model"), std::nullopt);
+  EXPECT_EQ(query_parameter("/ready?model=%4", "model"), std::nullopt);
+  EXPECT_EQ(query_parameter("/ready?model=%zz", "model"), std::nullopt);
+  EXPECT_EQ(query_parameter("/ready?model=%", "model"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace kvr

@@ -51,8 +51,8 @@ struct query_builder {
 
 TEST(worker_set_router, sends_a_prompt_to_the_worker_whose_events_show_its_longest_prefix) {
   worker_set_router router(kv_set(3));
-  router.on_kv_batch(1, false, stored_batch({10, 20, 30}));
-  router.on_kv_batch(2, false, stored_batch({10}));
+  router.on_kv_batch(1, false, stored_batch({10, 20, 30}), t0);
+  router.on_kv_batch(2, false, stored_batch({10}), t0);
   const query_builder prompt{request_hashes({10, 20, 30, 40})};
   const route_decision decision = router.decide(prompt.query(1), t0);
   ASSERT_TRUE(decision.ok());
@@ -64,8 +64,8 @@ TEST(worker_set_router, sends_a_prompt_to_the_worker_whose_events_show_its_longe
 TEST(worker_set_router, takes_the_best_rank_of_a_data_parallel_worker_as_its_overlap) {
   // Publishers 0 and 1 are ranks of worker 0; publisher 2 is worker 1.
   worker_set_router router(kv_set(2, {0, 0, 1}));
-  router.on_kv_batch(1, false, stored_batch({10, 20, 30}));
-  router.on_kv_batch(2, false, stored_batch({10, 20}));
+  router.on_kv_batch(1, false, stored_batch({10, 20, 30}), t0);
+  router.on_kv_batch(2, false, stored_batch({10, 20}), t0);
   const query_builder prompt{request_hashes({10, 20, 30})};
   const route_decision decision = router.decide(prompt.query(1), t0);
   ASSERT_TRUE(decision.ok());
@@ -77,14 +77,14 @@ TEST(worker_set_router, takes_the_best_rank_of_a_data_parallel_worker_as_its_ove
 
 TEST(worker_set_router, ignores_batches_of_publishers_it_does_not_know) {
   worker_set_router router(kv_set(2));
-  router.on_kv_batch(7, false, stored_batch({10, 20}));
+  router.on_kv_batch(7, false, stored_batch({10, 20}), t0);
   EXPECT_EQ(router.index().total_blocks(), 0u);
 }
 
 TEST(worker_set_router, clears_a_publisher_before_a_batch_that_asks_for_it) {
   worker_set_router router(kv_set(1));
-  router.on_kv_batch(0, false, stored_batch({10, 20}));
-  router.on_kv_batch(0, true, stored_batch({50}));
+  router.on_kv_batch(0, false, stored_batch({10, 20}), t0);
+  router.on_kv_batch(0, true, stored_batch({50}), t0);
   EXPECT_EQ(router.index().total_blocks(), 1u);
   EXPECT_EQ(router.dump_index()["subscriber_clears"], 1);
 }
@@ -115,7 +115,7 @@ TEST(worker_set_router, a_busy_worker_loses_the_next_prompt_that_no_one_caches) 
 
 TEST(worker_set_router, a_dry_run_decides_and_lists_candidates_but_books_nothing) {
   worker_set_router router(kv_set(2));
-  router.on_kv_batch(0, false, stored_batch({10}));
+  router.on_kv_batch(0, false, stored_batch({10}), t0);
   const query_builder prompt{request_hashes({10, 20})};
   const route_decision decision = router.decide(prompt.query(1, true), t0);
   ASSERT_TRUE(decision.ok());
@@ -174,9 +174,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(worker_set_router, keeps_a_down_workers_index_through_the_grace_period_then_drops_it) {
   worker_set_router router(kv_set(2, {0, 0, 1}));
-  router.on_kv_batch(0, false, stored_batch({10, 20}));
-  router.on_kv_batch(1, false, stored_batch({30}));
-  router.on_kv_batch(2, false, stored_batch({40}));
+  router.on_kv_batch(0, false, stored_batch({10, 20}), t0);
+  router.on_kv_batch(1, false, stored_batch({30}), t0);
+  router.on_kv_batch(2, false, stored_batch({40}), t0);
   router.on_health(0, false, t0);
   router.tick(t0 + 59s);
   EXPECT_EQ(router.index().total_blocks(), 4u);
@@ -190,7 +190,7 @@ TEST(worker_set_router, keeps_a_down_workers_index_through_the_grace_period_then
 
 TEST(worker_set_router, a_worker_back_before_its_grace_ends_keeps_its_index) {
   worker_set_router router(kv_set(1));
-  router.on_kv_batch(0, false, stored_batch({10, 20}));
+  router.on_kv_batch(0, false, stored_batch({10, 20}), t0);
   router.on_health(0, false, t0);
   router.on_health(0, true, t0 + 30s);
   router.tick(t0 + 90s);
@@ -261,7 +261,7 @@ TEST(worker_set_router, a_retune_changes_the_weights_and_keeps_the_index_and_the
   worker_set_router_settings settings = kv_set(2);
   settings.config.prefill_load_scale = 10;  // prefill work dominates: the cached worker wins
   worker_set_router router(settings);
-  router.on_kv_batch(0, false, stored_batch({10, 20, 30}));
+  router.on_kv_batch(0, false, stored_batch({10, 20, 30}), t0);
   query_builder elsewhere{request_hashes({90})};
   elsewhere.excluded = {1};
   ASSERT_EQ(router.decide(elsewhere.query(1), t0).worker, 0u) << "w0 now has a request in flight";
@@ -311,7 +311,7 @@ TEST(worker_set_router, a_worker_past_its_booked_prefill_threshold_is_busy_and_p
   EXPECT_TRUE(router.busy(1, t0));
   EXPECT_FALSE(router.busy(0, t0));
   // w1 is busy, so even a prompt only w1 caches goes to w0 ... and then both are busy.
-  router.on_kv_batch(1, false, stored_batch({10, 20, 30, 40}));
+  router.on_kv_batch(1, false, stored_batch({10, 20, 30, 40}), t0);
   const query_builder cached{request_hashes({10, 20, 30, 40, 50})};
   EXPECT_EQ(router.decide(cached.query(2), t0).worker, 0u);
   const route_decision third = router.decide(cached.query(3), t0);
@@ -330,7 +330,7 @@ TEST(worker_set_router, without_a_queue_busy_workers_are_avoided_but_never_refus
   router.on_engine_metrics(0, waiting(3), t0);
   router.on_engine_metrics(1, waiting(0), t0);
   EXPECT_TRUE(router.busy(0, t0)) << "an engine reporting waiting requests is busy, queue or not";
-  router.on_kv_batch(0, false, stored_batch({10, 20, 30}));
+  router.on_kv_batch(0, false, stored_batch({10, 20, 30}), t0);
   const query_builder cached{request_hashes({10, 20, 30, 40})};
   EXPECT_EQ(router.decide(cached.query(1, true), t0).worker, 1u) << "the free worker is taken over the cached one";
   router.on_engine_metrics(1, waiting(2), t0);
