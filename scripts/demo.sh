@@ -30,6 +30,6 @@ cat <<TEXT
 
 hit rate: the engines' own prefix-cache hit rate (vllm:prefix_cache_hits_total / queries_total).
 TTFT / ITL: time to first token / between tokens, as the client saw them through kvrouter.
-CPU us/req: kvrouter's CPU time (user + system, all threads) per request.
+CPU us/req: kvrouter's CPU time (all its threads, in nanoseconds from the scheduler) per request.
 Results: $out/results.json, $out/results.csv; plot: $out/ttft.png
 TEXT

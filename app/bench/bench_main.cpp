@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "app/bench/cluster.hpp"
 #include "app/bench/image_server.hpp"
@@ -59,7 +61,7 @@ struct options {
   std::vector<double> rate_sweep;  ///< --rate-sweep: one run per rate (open loop, Poisson)
   std::size_t concurrency = 0;
   double duration = 0;
-  std::string model = "mock-model";
+  std::string model;  ///< empty: compare uses mock-model, run asks the router's /v1/models
   std::string out, csv, plot;
   bool progress = true;
   std::string trace_file_for_ceiling;
@@ -178,7 +180,8 @@ const cli::option_table<options>& load_options() {
       cli::without_default(cli::integer<options>("--concurrency", "C", "closed loop, C requests in flight (a trace without either uses its timestamps)",
                             [](auto& o) -> auto& { return o.concurrency; }, 1, 100000)),
       cli::without_default(cli::real<options>("--duration", "S", "stop sending after S seconds", [](auto& o) -> auto& { return o.duration; }, 1e-3, 1e7)),
-      cli::text<options>("--model", "NAME", "the model in requests", [](auto& o) -> auto& { return o.model; }, true),
+      cli::text<options>("--model", "NAME", "the model in requests (compare: mock-model; run: the router's only model, from /v1/models)",
+                         [](auto& o) -> auto& { return o.model; }, true),
   };
   return t;
 }
@@ -318,7 +321,7 @@ policy_report measure(const options& o, const std::string& label, const std::str
   load_settings load;
   load.host = host;
   load.port = port;
-  load.model = o.model;
+  load.model = o.model.empty() ? "mock-model" : o.model;
   load.concurrency = o.concurrency;
   load.duration_s = o.duration;
   load.progress = o.progress;
@@ -339,6 +342,36 @@ policy_report measure(const options& o, const std::string& label, const std::str
   if (cpu_before >= 0 && cpu_after >= 0 && report.requests > 0)
     report.router_cpu_us_per_req = (cpu_after - cpu_before) * 1e6 / static_cast<double>(report.requests);
   return report;
+}
+
+/// `run` without --model: the router's only model (its /v1/models).
+std::string router_model(const std::string& host, const std::string& port) {
+  const std::string text = http_get("http://" + host + ":" + port + "/v1/models");
+  const auto models = nlohmann::json::parse(text, nullptr, false);
+  std::vector<std::string> ids;
+  if (models.is_object() && models.contains("data") && models["data"].is_array())
+    for (const auto& m : models["data"])
+      if (m.is_object() && m.contains("id") && m["id"].is_string()) ids.push_back(m["id"].get<std::string>());
+  if (ids.size() == 1) return ids.front();
+  if (ids.empty()) throw std::runtime_error("cannot read the router's models from http://" + host + ":" + port + "/v1/models; give --model");
+  throw std::runtime_error(fmt::format("the router serves {} models ({}); give --model", ids.size(), fmt::join(ids, ", ")));
+}
+
+/// Whether `flags` (as --mocker-flag passes them) set `name`, as `--name V` or `--name=V`.
+bool sets_flag(const std::vector<std::string>& flags, std::string_view name) {
+  return std::ranges::any_of(flags, [name](const std::string& f) { return f == name || f.starts_with(std::string(name) + "="); });
+}
+
+/// compare's default caches: about 1.25x the workload's working set over the whole cluster, so a
+/// router that places prefixes well keeps them all and one that scatters them evicts (every
+/// cache holding every prefix would show no difference between policies).
+std::uint32_t default_mocker_blocks(const std::vector<loadgen::request_spec>& requests, std::size_t mockers,
+                                    std::uint32_t block_size) {
+  const std::size_t working_set = loadgen::distinct_prompt_blocks(requests, block_size);
+  std::size_t largest = 0;
+  for (const auto& r : requests) largest = std::max<std::size_t>(largest, (r.prompt.size() + r.max_tokens) / block_size + 2);
+  const std::size_t share = (working_set * 5 / 4 + mockers - 1) / mockers;
+  return static_cast<std::uint32_t>(std::clamp<std::size_t>(std::max(share, 2 * largest), 64, 1u << 24));
 }
 
 std::string sibling_binary(const std::string& name) {
@@ -387,13 +420,23 @@ int run(const options& o) {
     const std::string host = o.url.substr(7, colon - 7);
     std::string port = o.url.substr(colon + 1);
     if (auto slash = port.find('/'); slash != std::string::npos) port.resize(slash);
+    options resolved = o;
+    if (resolved.model.empty()) resolved.model = router_model(host, port);
     std::vector<std::string> metrics;
     for (const auto& w : o.worker_metrics) metrics.push_back(w.find("/metrics") == std::string::npos ? w + "/metrics" : w);
     for (double rate : rates) {
-      reports.push_back(measure(o, "run", host, port, o.router_pid, metrics, workload_at(rate)));
+      reports.push_back(measure(resolved, "run", host, port, o.router_pid, metrics, workload_at(rate)));
       reports.back().offered_rate = rate;
     }
   } else {
+    std::vector<std::string> mocker_flags = o.mocker_flags;
+    if (!sets_flag(mocker_flags, "--num-blocks") && !o.images) {
+      const std::uint32_t blocks = default_mocker_blocks(*requests, o.mockers, 16);
+      mocker_flags.insert(mocker_flags.end(), {"--num-blocks", std::to_string(blocks)});
+      std::cerr << fmt::format("kvrouter-bench: {} mockers x {} KV blocks each; the prompts span {} distinct blocks "
+                               "(--mocker-flag=--num-blocks --mocker-flag=N to change)\n",
+                               o.mockers, blocks, loadgen::distinct_prompt_blocks(*requests, 16));
+    }
     char scratch[] = "/tmp/kvrouter-bench-XXXXXX";
     if (mkdtemp(scratch) == nullptr) throw std::runtime_error("cannot create a scratch directory");
     for (const std::string& policy : o.policies)
@@ -402,7 +445,7 @@ int run(const options& o) {
         settings.kvrouter = sibling_binary("kvrouter");
         settings.mocker = sibling_binary("kvrouter-mocker");
         settings.mockers = o.mockers;
-        settings.mocker_flags = o.mocker_flags;
+        settings.mocker_flags = mocker_flags;
         settings.router_flags = o.router_flags;
         if (o.images) {
           for (const std::string& flag : {std::string("--tokenizer"), o.tokenizer, std::string("--tokenizer-config"), o.tokenizer_config}) {
@@ -413,7 +456,7 @@ int run(const options& o) {
           settings.mocker_flags.insert(settings.mocker_flags.end(), {"--image-token-id", o.image_token_id});
         }
         settings.policy = policy;
-        settings.model = o.model;
+        settings.model = o.model.empty() ? "mock-model" : o.model;
         settings.workdir = fmt::format("{}/run-{}", scratch, reports.size());  // its own logs, ports and sockets
         local_cluster cluster(settings);
         std::vector<std::string> metrics;

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/kv/block_hash.hpp"
+
 namespace kvr::loadgen {
 
 namespace {
@@ -209,6 +211,17 @@ void poisson_arrivals(std::vector<request_spec>& requests, double rate, std::uin
     r.arrival_s = t;
     t += gap(random);
   }
+}
+
+std::size_t distinct_prompt_blocks(const std::vector<request_spec>& requests, std::uint32_t block_size) {
+  std::unordered_set<std::uint64_t> blocks;
+  std::vector<std::uint64_t> local, sequence;
+  for (const request_spec& r : requests) {
+    compute_local_hashes(r.prompt, block_size, {}, {}, local);
+    compute_sequence_hashes(local, sequence);
+    blocks.insert(sequence.begin(), sequence.end());
+  }
+  return blocks.size();
 }
 
 }  // namespace kvr::loadgen

@@ -77,4 +77,9 @@ void poisson_arrivals(std::vector<request_spec>& requests, double rate, std::uin
 /// Deterministic token ids of one trace block / synthetic segment (ids in [1000, 100000)).
 void append_block_tokens(std::vector<std::uint32_t>& out, std::uint64_t key, std::uint32_t count);
 
+/// The distinct KV blocks of `block_size` tokens the requests' token-id prompts span (blocks
+/// identified by their chained hash, as an engine's prefix cache holds them): the working set a
+/// cluster's caches would need to hold every prefix. Chat requests count nothing.
+[[nodiscard]] std::size_t distinct_prompt_blocks(const std::vector<request_spec>& requests, std::uint32_t block_size);
+
 }  // namespace kvr::loadgen

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-from router_harness import Failures
+from router_harness import Failures, Router, Worker
 
 
 def main():
@@ -82,6 +82,20 @@ def main():
     f.check(os.path.exists(sweep_png) and open(sweep_png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "the sweep plot is a PNG")
     f.check("offered" in run.stdout, "the table has the offered-load column")
     f.check(not [n for n in os.listdir(out) if n.startswith(".")], "still no hidden files")
+    f.check("kvrouter-bench: 2 mockers x" in run.stderr and "distinct blocks" in run.stderr,
+            "compare says which caches it gave the mockers by default")
+    # run, against a router started by hand, takes its only model from /v1/models.
+    worker = Worker("w0", "--chunks", "3")
+    router = Router(os.path.join(os.path.dirname(bench), "kvrouter"), "served-model", [f"{worker.url},id=w0"])
+    try:
+        ran = subprocess.run([bench, "run", "--url", f"http://127.0.0.1:{router.port}", "--requests", "4", "--groups", "2",
+                              "--prompts-per-group", "2", "--no-progress"], capture_output=True, text=True, timeout=60)
+        models = {json.loads(b)["model"] for b in worker.stats()["bodies"]}
+        f.check(ran.returncode == 0 and models == {"served-model"},
+                f"run without --model sends the router's only model ({ran.returncode}, {models}: {ran.stderr.strip()[-200:]})")
+    finally:
+        router.stop()
+        worker.stop()
     clash = subprocess.run([bench, "compare", "--rate-sweep", "1,2", "--rate", "3"], capture_output=True, text=True)
     f.check(clash.returncode == 2 and "--rate-sweep" in clash.stderr, "a sweep with --rate is refused")
 

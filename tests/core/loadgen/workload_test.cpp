@@ -81,3 +81,20 @@ TEST(stats, percentiles_are_nearest_rank_and_prometheus_sums_every_label_set) {
 
 }  // namespace
 }  // namespace kvr::loadgen
+
+namespace kvr::loadgen {
+namespace {
+
+TEST(working_set, counts_each_shared_prefix_block_once) {
+  shared_prefix_options options;
+  options.groups = 3;
+  options.prompts_per_group = 4;
+  options.system_tokens = 64;    // 4 blocks of 16 per group, shared
+  options.question_tokens = 32;  // 2 blocks per prompt, its own
+  const auto requests = shared_prefix(options);
+  EXPECT_EQ(distinct_prompt_blocks(requests, 16), 3u * 4 + 3u * 4 * 2);
+  EXPECT_EQ(distinct_prompt_blocks({}, 16), 0u);
+}
+
+}  // namespace
+}  // namespace kvr::loadgen
