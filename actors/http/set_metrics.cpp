@@ -61,6 +61,8 @@ void write_set_metrics(std::string& out, const routing_table& table) {
   family("kvrouter_worker_routed_total", "Requests routed to the worker.", "counter", [](const worker& w) { return w.routed; });
   family("kvrouter_worker_failures_total", "Failures reported for the worker.", "counter",
          [](const worker& w) { return w.failures; });
+  family("kvrouter_worker_engine_restarts_total", "Engine restarts seen in the worker's scrapes (its index entries dropped).",
+         "counter", [](const worker& w) { return w.engine_restarts; });
   family("kvrouter_worker_busy", "1 while the worker is busy (booked prefill past the threshold, or engine requests waiting).",
          "gauge", [](const worker& w) { return w.busy ? 1 : 0; });
   auto engine_family = [&](std::string_view name, std::string_view help, auto value_of) {
@@ -185,6 +187,7 @@ std::string sets_page(const routing_table& table) {
                          {"last_kv_batch_age_s", age ? nlohmann::json(std::chrono::duration<double>(*age).count()) : nlohmann::json(nullptr)},
                          {"routed", worker.routed},
                          {"failures", worker.failures},
+                         {"engine_restarts", worker.engine_restarts},
                          {"engine", engine_json(worker.engine)}});
     }
     const admission_status& a = snapshot->admission;

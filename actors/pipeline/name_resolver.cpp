@@ -4,7 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
+#include <list>
 #include <mutex>
 #include <thread>
 
@@ -30,28 +30,39 @@ struct lookup_job {
 struct name_resolver::state {
   std::mutex mutex;
   std::condition_variable wake;
-  std::deque<lookup_job> jobs;
+  std::list<lookup_job> jobs;
+  /// Jobs a thread is looking up. They stay here, not on the thread, so that the resolver's
+  /// destructor destroys their callbacks: a callback owns the caller's sockets and timers, which
+  /// must die while their io_context lives, never later on a lookup thread that outlived it.
+  std::list<lookup_job> running;
   asio::io_context* deliver_to = nullptr;  ///< null once the resolver is gone
   lookup_fn lookup;
 
   void run() {
     for (;;) {
-      lookup_job job;
+      std::list<lookup_job>::iterator job;
+      std::string host, port;
       {
         std::unique_lock lock(mutex);
         wake.wait(lock, [&] { return deliver_to == nullptr || !jobs.empty(); });
         if (deliver_to == nullptr) return;
-        job = std::move(jobs.front());
-        jobs.pop_front();
+        running.splice(running.end(), jobs, jobs.begin());
+        job = std::prev(running.end());
+        if (job->ticket.expired()) {  // its caller gave up before it started
+          running.erase(job);
+          continue;
+        }
+        host = job->host;
+        port = job->port;
       }
-      if (job.ticket.expired()) continue;  // its caller gave up before it started
       endpoints found;
-      const boost::system::error_code ec = lookup(job.host, job.port, found);
+      const boost::system::error_code ec = lookup(host, port, found);
       const std::lock_guard lock(mutex);  // held while posting: the io_context cannot go meanwhile
-      if (deliver_to == nullptr) return;
-      asio::post(*deliver_to, [done = std::move(job.done), ticket = std::move(job.ticket), ec, found = std::move(found)]() mutable {
+      if (deliver_to == nullptr) return;  // the resolver went, and destroyed the job with it
+      asio::post(*deliver_to, [done = std::move(job->done), ticket = std::move(job->ticket), ec, found = std::move(found)]() mutable {
         if (!ticket.expired()) done(ec, std::move(found));
       });
+      running.erase(job);
     }
   }
 };
@@ -81,6 +92,7 @@ name_resolver::~name_resolver() {
     const std::lock_guard lock(state_->mutex);
     state_->deliver_to = nullptr;
     state_->jobs.clear();
+    state_->running.clear();  // on the owner's thread, while the io_context the callbacks use still lives
   }
   state_->wake.notify_all();
 }

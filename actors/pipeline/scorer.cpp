@@ -150,8 +150,8 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
         auto& s = self->state;
         const auto now = clock_type::now();
         const bool was_busy = s.router->busy(scrape->worker, now);
-        s.router->on_engine_metrics(scrape->worker, scrape->metrics, now);
-        if (s.router->busy(scrape->worker, now) != was_busy) s.publish();  // local picks avoid busy workers
+        const bool restarted = s.router->on_engine_metrics(scrape->worker, scrape->metrics, now);
+        if (restarted || s.router->busy(scrape->worker, now) != was_busy) s.publish();  // local picks avoid busy workers
         on_capacity_change(self);
       },
       [self](queue_check_atom) {

@@ -14,6 +14,7 @@ struct engine_scraper::impl {
   scorer_actor scorer;
   std::vector<engine_scrape_target> targets;
   std::vector<std::uint8_t> warned_block_size;
+  std::vector<std::optional<double>> start_times;  ///< per target, as last scraped
   std::shared_ptr<engine_scrape_counters> counters;
   std::optional<http_poller> poller;
 
@@ -32,6 +33,11 @@ struct engine_scraper::impl {
     }
     ++counters->ok;
     warn_about_block_size(i, scrape->metrics);
+    if (engine_restarted(start_times[i], scrape->metrics.start_time))
+      std::cerr << fmt::format("kvrouter: {} restarted (its process_start_time_seconds moved on): its prefix-index "
+                               "entries are dropped until its KV events tell what it caches again\n",
+                               targets[i].label);
+    if (scrape->metrics.start_time) start_times[i] = scrape->metrics.start_time;
     caf::anon_send(scorer, engine_scrape_ptr(std::move(scrape)));
   }
 
@@ -53,6 +59,7 @@ engine_scraper::engine_scraper(engine_scraper_settings settings, scorer_actor sc
   impl_->scorer = std::move(scorer);
   impl_->targets = std::move(targets);
   impl_->warned_block_size.assign(impl_->targets.size(), 0);
+  impl_->start_times.resize(impl_->targets.size());
   impl_->counters = std::move(counters);
   std::vector<poll_target> polls;
   for (const engine_scrape_target& t : impl_->targets) polls.push_back(t.where);

@@ -2,7 +2,9 @@
 
 #include "app/mocker/http_server.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include <boost/asio.hpp>
@@ -25,6 +27,13 @@ struct http_server::impl {
   asio::io_context io;
   tcp::acceptor acceptor{io};
   std::atomic<std::uint64_t> next_id{1};
+  /// `process_start_time_seconds`, as every Python engine's Prometheus client exports it: a
+  /// restart moves it (routers tell a restarted engine by it).
+  std::atomic<double> start_time{wall_seconds()};
+
+  static double wall_seconds() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
 
   impl(server_settings s, std::vector<std::unique_ptr<engine_loop>>& r, const prompt_tokenizer& p)
       : settings(std::move(s)), ranks(r), prompts(p) {}
@@ -99,6 +108,7 @@ class session : public std::enable_shared_from_this<session> {
     }
     if (post && path == "/mocker/restart") {
       for (const auto& rank : server_.ranks) rank->restart();
+      server_.start_time = std::max(http_server::impl::wall_seconds(), server_.start_time.load() + 0.001);
       return respond(200, R"({"restarted":true})");
     }
     if (post && path == "/mocker/faults") {
@@ -247,6 +257,9 @@ std::string http_server::impl::metrics() const {
          [](const rank_snapshot& s) { return s.counters.generation_tokens; });
   family("vllm:request_success_total", "Requests finished.", "counter",
          [](const rank_snapshot& s) { return s.counters.finished_requests; });
+  out += fmt::format("# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+                     "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds {:.3f}\n",
+                     start_time.load());
   // vLLM's info gauge: the cache's shape as labels, value 1.
   out += "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\n";
   for (std::size_t r = 0; r < ranks.size(); ++r) {

@@ -51,6 +51,8 @@ engine_metrics read_engine_metrics(std::string_view text) {
     else if (name == "vllm:cache_config_info") {
       if (auto size = label_integer<std::uint32_t>(s, "block_size")) m.block_size = size;
       if (auto blocks = label_integer<std::uint64_t>(s, "num_gpu_blocks")) m.num_gpu_blocks = blocks;
+    } else if (name == "process_start_time_seconds") {
+      if (std::isfinite(s.value) && s.value > 0) m.start_time = s.value;
     } else if (name == "sglang:max_prefill_tokens") {
       if (auto tokens = positive_count(s.value)) m.max_num_batched_tokens = tokens;
     }

@@ -19,6 +19,9 @@ struct engine_metrics {
   std::optional<std::uint64_t> num_gpu_blocks;  ///< vllm:cache_config_info{num_gpu_blocks}
   /// The engine's prefill batch size: sglang:max_prefill_tokens (vLLM does not export it).
   std::optional<std::uint32_t> max_num_batched_tokens;
+  /// process_start_time_seconds (Python's Prometheus client exports it): a larger value than
+  /// before means the engine restarted, its cache empty.
+  std::optional<double> start_time;
   prometheus_parse_result parse;  ///< samples read and malformed lines skipped
 
   /// Something this router uses was found (else the scrape is counted as unusable).
@@ -26,5 +29,10 @@ struct engine_metrics {
 };
 
 [[nodiscard]] engine_metrics read_engine_metrics(std::string_view text);
+
+/// Whether an engine whose start time was `before` has restarted, now that it reports `now`.
+[[nodiscard]] inline bool engine_restarted(std::optional<double> before, std::optional<double> now) {
+  return before && now && *now > *before;
+}
 
 }  // namespace kvr

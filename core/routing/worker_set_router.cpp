@@ -40,10 +40,18 @@ bool worker_set_router::busy(std::uint32_t worker, time_point now) const {
   return static_cast<double>(active_->load(worker).prefill_tokens) > config.busy_threshold * batch;
 }
 
-void worker_set_router::on_engine_metrics(std::uint32_t worker, const engine_metrics& metrics, time_point now) {
-  if (worker >= workers_.size()) return;
-  workers_[worker].engine = metrics;
-  workers_[worker].engine_until = now + settings_.engine_metrics_ttl;
+bool worker_set_router::on_engine_metrics(std::uint32_t worker, const engine_metrics& metrics, time_point now) {
+  if (worker >= workers_.size()) return false;
+  worker_state& w = workers_[worker];
+  w.engine = metrics;
+  w.engine_until = now + settings_.engine_metrics_ttl;
+  const bool restarted = engine_restarted(w.engine_start, metrics.start_time);
+  if (metrics.start_time) w.engine_start = metrics.start_time;
+  if (!restarted) return false;
+  ++w.engine_restarts;
+  for (std::uint32_t p = 0; p < settings_.publisher_worker.size(); ++p)
+    if (settings_.publisher_worker[p] == worker) index_->remove_worker(p);
+  return true;
 }
 
 void worker_set_router::compute_overlaps(std::span<const std::uint64_t> sequence_hashes) {
@@ -203,6 +211,7 @@ worker_set_status worker_set_router::status(time_point now) const {
                               .index_blocks = blocks_per_worker[w],
                               .routed = workers_[w].routed,
                               .failures = workers_[w].failures,
+                              .engine_restarts = workers_[w].engine_restarts,
                               .busy = busy(w, now),
                               .engine = now < workers_[w].engine_until ? workers_[w].engine : engine_metrics{},
                               .last_kv_batch_age = latest_batch[w] ? std::optional(now - *latest_batch[w]) : std::nullopt});

@@ -60,6 +60,7 @@ struct worker_set_status {
     std::uint64_t index_blocks = 0;
     std::uint64_t routed = 0;
     std::uint64_t failures = 0;
+    std::uint64_t engine_restarts = 0;  ///< seen in its scrapes
     bool busy = false;                 ///< see worker_set_router::busy
     engine_metrics engine;             ///< the last scrape (empty when none, or too old)
     std::optional<duration> last_kv_batch_age;  ///< since its publishers' latest batch; none yet
@@ -91,8 +92,10 @@ class worker_set_router {
   /// A batch of KV events from `publisher`, after clearing its entries if `clear_first`, that
   /// arrived at `now`. Batches of publishers this set does not know are ignored.
   void on_kv_batch(std::uint32_t publisher, bool clear_first, const kv_batch& batch, time_point now);
-  /// A scrape of `worker`'s `/metrics`.
-  void on_engine_metrics(std::uint32_t worker, const engine_metrics& metrics, time_point now);
+  /// A scrape of `worker`'s `/metrics`. True when it shows the engine restarted since the last
+  /// one (its start time moved on): its index entries are dropped at once, since its cache is
+  /// empty and its next KV batch may be long in coming.
+  bool on_engine_metrics(std::uint32_t worker, const engine_metrics& metrics, time_point now);
   /// A publisher left: its index entries go.
   void remove_publisher(std::uint32_t publisher);
   /// Housekeeping: expires lost bookings and predicted entries, drops the index entries of
@@ -122,6 +125,8 @@ class worker_set_router {
     std::uint64_t failures = 0;
     engine_metrics engine;
     time_point engine_until{};  ///< `engine` counts until then
+    std::optional<double> engine_start;  ///< the engine's start time as last scraped
+    std::uint64_t engine_restarts = 0;
   };
 
   /// The one booking path: a decision's or one ingress made itself.

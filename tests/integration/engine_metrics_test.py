@@ -9,10 +9,12 @@ report waiting requests (traffic that bypasses the router), in the modes ingress
 2. A worker answering HTML, lines of garbage, too many labels, or a body past the scrape limit
    is counted (unusable / malformed lines / failures) and keeps being routed to.
 3. A kvrouter-mocker's metrics read as vLLM's: its cache_config_info gives block size and block
-   count, and a block size other than the card's is warned about once.
+   count, and a block size other than the card's is warned about once; when it restarts, its
+   process_start_time_seconds moves on and its index entries are dropped at once.
 Usage: engine_metrics_test.py PATH/TO/kvrouter PATH/TO/kvrouter-mocker"""
 import json
 import sys
+import tempfile
 import time
 
 from router_harness import Failures, Mocker, Router, Worker, wait_for
@@ -93,6 +95,8 @@ try:
     router.stop()
 
     # 3. The mocker's metrics.
+    sockets = tempfile.mkdtemp()
+    kv, replay = f"ipc://{sockets}/kv", f"ipc://{sockets}/replay"
     mocker = Mocker(mocker_binary, "--block-size", "32", "--num-blocks", "1234")
     try:
         router = Router(kvrouter, "m", [f"{mocker.url},id=engine"], "--block-size", "16", *SCRAPE)
@@ -106,6 +110,23 @@ try:
         time.sleep(0.5)
         router.stop()
         f.check(router.full_log().count("reports block_size 32") == 1, "... once")
+    finally:
+        mocker.stop()
+
+    # An engine restart empties its cache at once, before any KV batch says so.
+    mocker = Mocker(mocker_binary, "--kv-events-endpoint", kv, "--replay-endpoint", replay, "--model", "m")
+    try:
+        router = Router(kvrouter, "m", [f"{mocker.url},id=engine,kv={kv},replay={replay}"], *SCRAPE)
+        status, _, _ = router.request("POST", "/v1/completions", {"model": "m", "prompt": list(range(256)), "max_tokens": 1})
+        f.check(status == 200, "a token-id completion goes through")
+        cached = wait_for(lambda: router.worker_gauge("kvrouter_worker_index_blocks", "engine") > 0, 5)
+        f.check(bool(cached), "its blocks reach the index from the engine's KV events")
+        f.check(mocker.request("POST", "/mocker/restart")[0] == 200, "the engine restarts (and publishes nothing)")
+        dropped = wait_for(lambda: router.worker_gauge("kvrouter_worker_index_blocks", "engine") == 0, 5)
+        f.check(bool(dropped) and router.worker_gauge("kvrouter_worker_engine_restarts_total", "engine") == 1,
+                "the next scrape shows the restart (process_start_time_seconds moved on): its index entries are dropped")
+        f.check(router.wait_for_log("restarted (its process_start_time_seconds moved on)"), "... and the log says so")
+        router.stop()
     finally:
         mocker.stop()
     router = None

@@ -376,3 +376,28 @@ TEST(worker_set_router, busy_workers_excluded_or_down_do_not_make_a_request_wait
 
 }  // namespace
 }  // namespace kvr
+
+namespace kvr {
+namespace {
+
+TEST(worker_set_router, an_engine_whose_start_time_moves_on_restarted_and_loses_its_index_entries) {
+  worker_set_router router(kv_set(2));
+  router.on_kv_batch(0, false, stored_batch({10, 20}), t0);
+  router.on_kv_batch(1, false, stored_batch({30}), t0);
+  engine_metrics scrape;
+  scrape.waiting_requests = 0;
+  scrape.start_time = 1000.0;
+  EXPECT_FALSE(router.on_engine_metrics(0, scrape, t0)) << "the first start time seen is no restart";
+  EXPECT_FALSE(router.on_engine_metrics(0, scrape, t0 + 1s));
+  scrape.start_time = 1500.0;
+  EXPECT_TRUE(router.on_engine_metrics(0, scrape, t0 + 2s));
+  const worker_set_status status = router.status(t0 + 2s);
+  EXPECT_EQ(status.workers[0].index_blocks, 0u);
+  EXPECT_EQ(status.workers[0].engine_restarts, 1u);
+  EXPECT_EQ(status.workers[1].index_blocks, 1u) << "other workers keep theirs";
+  scrape.start_time.reset();
+  EXPECT_FALSE(router.on_engine_metrics(0, scrape, t0 + 3s)) << "a scrape without the gauge proves nothing";
+}
+
+}  // namespace
+}  // namespace kvr
