@@ -2,7 +2,7 @@
 """Integration: under overload kvrouter holds requests in the set's queue, by priority, within
 its bounds, and lets nothing leak.
 
-Two slow fake workers (each answers 0.3 s after a request arrives). A worker is busy while a
+Two slow fake workers (each answers 0.5 s after a request arrives). A worker is busy while a
 request it was sent has not answered (its booked prompt exceeds busy_threshold x
 max_num_batched_tokens), so each worker takes one request at a time and the rest wait.
 1. Priority: normal requests fill the queue, then a low one, then two high ones: the high ones
@@ -60,7 +60,7 @@ def queue_depth(router):
     return sum(v for k, v in m.items() if k.startswith("kvrouter_queue_depth{"))
 
 
-workers = [Worker(f"w{i}", "--first-delay", "0.3") for i in range(2)]
+workers = [Worker(f"w{i}", "--first-delay", "0.5") for i in range(2)]
 router = Router(kvrouter, "m", [f"{w.url},id={w.name}" for w in workers],
                 "--router-mode", "least-loaded", "--busy-threshold", "1", "--max-num-batched-tokens", "64",
                 "--queue-size", "16", "--queue-timeout-secs", "2", "--queue-age-boost-secs", "60",
@@ -68,10 +68,13 @@ router = Router(kvrouter, "m", [f"{w.url},id={w.name}" for w in workers],
 try:
     # 1. Priority.
     results = []
+
+    def queued(priority):
+        return router.metrics().get(f'kvrouter_queue_depth{{set="m",model="m",priority="{priority}"}}', 0)
     threads = in_background(router, [f"normal{i}" for i in range(6)], None, results)
-    time.sleep(0.1)
+    f.check(bool(wait_for(lambda: queued("normal") == 4, 5)), "two normal requests go to the workers, four wait")
     threads += in_background(router, ["low0"], "low", results)
-    time.sleep(0.05)
+    f.check(bool(wait_for(lambda: queued("low") == 1, 5)), "the low one waits behind them")
     threads += in_background(router, ["high0", "high1"], "high", results)
     for t in threads:
         t.join()
@@ -80,8 +83,8 @@ try:
     f.check(sorted(order[2:4]) == ["high0", "high1"],
             f"the high-priority requests overtake the normal ones queued before them ({order})")
     f.check(order[-1] == "low0", f"the low-priority request goes last ({order})")
-    f.check(router.metrics().get('kvrouter_queue_wait_seconds_count{set="m",model="m"}', 0) >= 0,
-            "the wait histogram is exported")
+    waits = wait_for(lambda: router.metrics().get('kvrouter_queue_wait_seconds_count{set="m",model="m"}', 0) >= 7, 3)
+    f.check(bool(waits), "the wait histogram counts the seven requests that waited")
 
     # 2. The bound.
     router.stop()
