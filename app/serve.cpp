@@ -85,6 +85,9 @@ int run_serve(const options& options) {
   auto file = load_sets(options);
   if (!file) return fail(file.error());
 
+  // A reader of the access log on stdout that goes away (`kvrouter --access-log - | head`) must
+  // not kill the router: its writes then fail with EPIPE and are counted as dropped.
+  std::signal(SIGPIPE, SIG_IGN);
   // Signals go to one thread that stops the server; every other thread blocks them.
   sigset_t signals;
   sigemptyset(&signals);

@@ -5,7 +5,7 @@
    and a client that leaves mid-stream each get one line: time, request id, model, set, worker,
    status, outcome, prompt tokens, overlap, attempts, queue wait, TTFT, duration, bytes.
    Requests that never reach routing (unknown model, bad JSON) get none.
-2. `--access-log -` writes the lines to stdout.
+2. `--access-log -` writes the lines to stdout; a reader that goes away does not stop kvrouter.
 3. A path that cannot be opened stops kvrouter at start with exit 2 and says why.
 Usage: access_log_test.py PATH/TO/kvrouter"""
 import json
@@ -102,6 +102,15 @@ try:
     c.getresponse().read()
     out = json.loads(proc.stdout.readline())
     f.check(out["worker"] == "w0" and out["outcome"] == "completed", f"--access-log - writes to stdout ({out})")
+    proc.stdout.close()  # the reader goes away (as `| head -1` would)
+    statuses = []
+    for _ in range(3):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("POST", "/v1/chat/completions", body=json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}]}))
+        statuses.append(c.getresponse().status)
+    time.sleep(0.3)
+    f.check(statuses == [200] * 3 and proc.poll() is None,
+            f"a reader of stdout that goes away does not stop kvrouter (SIGPIPE ignored; {statuses})")
 finally:
     proc.terminate()
     proc.wait(timeout=10)
