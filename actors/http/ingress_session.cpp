@@ -409,6 +409,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
   // -- the access log -------------------------------------------------------------------------
   void start_access_record() {
     logged_ = server_.access == nullptr;
+    if (logged_) return;  // no access log: no clocks read per request
     received_wall_ = std::chrono::system_clock::now();
     received_ = clock_type::now();
     first_bytes_.reset();

@@ -99,11 +99,15 @@ void write_set_metrics(std::string& out, const routing_table& table) {
   for (const worker_set_route& set : table.sets)
     out += fmt::format("kvrouter_set_kv_batches_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
                        set.snapshot->load()->kv_batches);
-  auto hasher_family = [&](std::string_view name, std::string_view help, auto value_of) {
+  // A counter per set, read from one of the set's shared counter blocks (absent: no sample).
+  auto counter_family = [&](std::string_view name, std::string_view help, auto counters_of, auto value_of) {
     out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
     for (const worker_set_route& set : table.sets)
-      if (set.hashing)
-        out += fmt::format("{}{{set=\"{}\",model=\"{}\"}} {}\n", name, set.name, set.model, value_of(*set.hashing));
+      if (const auto* counters = counters_of(set))
+        out += fmt::format("{}{{set=\"{}\",model=\"{}\"}} {}\n", name, set.name, set.model, value_of(*counters));
+  };
+  auto hasher_family = [&](std::string_view name, std::string_view help, auto value_of) {
+    counter_family(name, help, [](const worker_set_route& set) { return set.hashing.get(); }, value_of);
   };
   hasher_family("kvrouter_set_prompts_tokenized_total", "Text and chat prompts tokenized.",
                 [](const hasher_counters& c) { return c.prompts_tokenized.load(); });
@@ -134,9 +138,7 @@ void write_set_metrics(std::string& out, const routing_table& table) {
   hasher_family("kvrouter_set_media_failures_total", "Image fetches that failed (network, timeout, status, not an image).",
                 [](const hasher_counters& c) { return c.media.failures.load(); });
   auto scrape_family = [&](std::string_view name, std::string_view help, auto value_of) {
-    out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
-    for (const worker_set_route& set : table.sets)
-      out += fmt::format("{}{{set=\"{}\",model=\"{}\"}} {}\n", name, set.name, set.model, value_of(*set.scrapes));
+    counter_family(name, help, [](const worker_set_route& set) { return set.scrapes.get(); }, value_of);
   };
   scrape_family("kvrouter_set_engine_scrapes_total", "Engine-metrics scrapes that told the router something.",
                 [](const engine_scrape_counters& c) { return c.ok.load(); });

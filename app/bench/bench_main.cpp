@@ -321,7 +321,7 @@ policy_report measure(const options& o, const std::string& label, const std::str
   load_settings load;
   load.host = host;
   load.port = port;
-  load.model = o.model.empty() ? "mock-model" : o.model;
+  load.model = o.model;
   load.concurrency = o.concurrency;
   load.duration_s = o.duration;
   load.progress = o.progress;
@@ -415,12 +415,12 @@ int run(const options& o) {
     if (!built) throw std::runtime_error(built.error());
     return std::move(*built);
   };
+  options resolved = o;  // the model the requests name, once known
   if (o.command == "run") {
     const auto colon = o.url.rfind(':');
     const std::string host = o.url.substr(7, colon - 7);
     std::string port = o.url.substr(colon + 1);
     if (auto slash = port.find('/'); slash != std::string::npos) port.resize(slash);
-    options resolved = o;
     if (resolved.model.empty()) resolved.model = router_model(host, port);
     std::vector<std::string> metrics;
     for (const auto& w : o.worker_metrics) metrics.push_back(w.find("/metrics") == std::string::npos ? w + "/metrics" : w);
@@ -429,6 +429,7 @@ int run(const options& o) {
       reports.back().offered_rate = rate;
     }
   } else {
+    if (resolved.model.empty()) resolved.model = "mock-model";
     std::vector<std::string> mocker_flags = o.mocker_flags;
     if (!sets_flag(mocker_flags, "--num-blocks") && !o.images) {
       const std::uint32_t blocks = default_mocker_blocks(*requests, o.mockers, 16);
@@ -456,13 +457,13 @@ int run(const options& o) {
           settings.mocker_flags.insert(settings.mocker_flags.end(), {"--image-token-id", o.image_token_id});
         }
         settings.policy = policy;
-        settings.model = o.model.empty() ? "mock-model" : o.model;
+        settings.model = resolved.model;
         settings.workdir = fmt::format("{}/run-{}", scratch, reports.size());  // its own logs, ports and sockets
         local_cluster cluster(settings);
         std::vector<std::string> metrics;
         for (const auto& url : cluster.mocker_urls()) metrics.push_back(url + "/metrics");
         const std::string label = rate > 0 ? fmt::format("{} @{}", policy, rate) : policy;
-        reports.push_back(measure(o, label, "127.0.0.1", std::to_string(cluster.router_port()), cluster.router_pid(), metrics,
+        reports.push_back(measure(resolved, label, "127.0.0.1", std::to_string(cluster.router_port()), cluster.router_pid(), metrics,
                                   workload_at(rate)));
         reports.back().policy = policy;
         reports.back().offered_rate = rate;

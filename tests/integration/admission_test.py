@@ -63,7 +63,7 @@ def queue_depth(router):
 workers = [Worker(f"w{i}", "--first-delay", "0.5") for i in range(2)]
 router = Router(kvrouter, "m", [f"{w.url},id={w.name}" for w in workers],
                 "--router-mode", "least-loaded", "--busy-threshold", "1", "--max-num-batched-tokens", "64",
-                "--queue-size", "16", "--queue-timeout-secs", "2", "--queue-age-boost-secs", "60",
+                "--queue-size", "16", "--queue-timeout-secs", "10", "--queue-age-boost-secs", "60",
                 "--health-interval-ms", "0", "--engine-metrics-interval-ms", "0")
 try:
     # 1. Priority.
