@@ -1,6 +1,7 @@
 #include "app/cli.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -33,7 +34,7 @@ const option_table<options>& source_options() {
     t.push_back(text<options>("--model", "NAME", "the model name clients send (serving without --config)",
                               [](auto& o) -> auto& { return o.serve.model; }, true));
     t.push_back(each<options>("--worker", "SPEC",
-                              "a worker: URL[,kv=ENDPOINT][,replay=ENDPOINT][,dp=N][,id=NAME][,topic=T]",
+                              "a worker: URL[,kv_events=ENDPOINT][,replay=ENDPOINT][,dp_size=N][,id=NAME][,topic=T]",
                               [](auto& o) -> auto& { return o.serve.workers; }));
     t.push_back(text<options>("--tokenizer", "PATH",
                               "the set's HuggingFace tokenizer.json: text prompts are tokenized to route on their blocks",
@@ -209,10 +210,19 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
   return parsed;
 }
 
+std::expected<worker_spec, config_error> parse_worker_flag(std::string_view text, std::string_view program) {
+  std::vector<deprecated_key> deprecated;
+  auto spec = parse_worker_spec(text, &deprecated);
+  for (const deprecated_key& key : deprecated)
+    fmt::print(stderr, "{}: warning: --worker {}: \"{}=\" is the old spelling of \"{}=\" (the config file's key); "
+               "it is still read, but will go\n", program, text, key.old_key, key.new_key);
+  return spec;
+}
+
 std::string usage() {
   return "kvrouter: a KV-cache-aware request router for vLLM / SGLang workers.\n"
          "\n"
-         "Usage: kvrouter --model NAME --worker URL[,kv=tcp://HOST:PORT][,replay=tcp://HOST:PORT][,dp=N][,id=NAME] ...\n"
+         "Usage: kvrouter --model NAME --worker URL[,kv_events=tcp://HOST:PORT][,replay=tcp://HOST:PORT][,dp_size=N][,id=NAME] ...\n"
          "                [--port 8080] [router options]      serve one worker set (OpenAI API on --port)\n"
          "       kvrouter --config FILE [options]            serve the worker sets of a config file\n"
          "       kvrouter --etcd http://HOST:2379 [--etcd-prefix /kvrouter/] [options]\n"

@@ -12,6 +12,7 @@
 #include "actors/http/ingress_settings.hpp"
 #include "actors/pipeline/pipeline_settings.hpp"
 #include "core/config/router_config.hpp"
+#include "core/config/worker_spec.hpp"
 
 namespace kvr::cli {
 
@@ -44,6 +45,10 @@ struct options {
 
 /// Parses `args` (without the program name). Errors name the offending flag.
 [[nodiscard]] std::expected<options, std::string> parse(const std::vector<std::string>& args);
+
+/// One `--worker SPEC` flag of `program` (kvrouter, kvrouter kv-index): parsed, with a warning
+/// on stderr for each key of the older spelling it uses (`kv=`, `dp=`).
+[[nodiscard]] std::expected<worker_spec, config_error> parse_worker_flag(std::string_view text, std::string_view program);
 
 /// The `--help` text.
 [[nodiscard]] std::string usage();

@@ -13,6 +13,7 @@
 #include "actors/sources/kv_subscriber.hpp"
 #include "actors/pipeline/runtime.hpp"
 #include "actors/pipeline/scorer.hpp"
+#include "app/cli.hpp"
 #include "app/commands.hpp"
 #include "app/options.hpp"
 #include "core/config/worker_spec.hpp"
@@ -21,11 +22,11 @@ namespace kvr::cli {
 namespace {
 
 constexpr const char* kv_index_usage =
-    "Usage: kvrouter kv-index --worker URL,kv=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,dp=N][,id=NAME][,topic=T] ...\n"
+    "Usage: kvrouter kv-index --worker URL,kv_events=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,dp_size=N][,id=NAME][,topic=T] ...\n"
     "                         [--kv-bind tcp://*:PORT] [--block-size N] [--max-index-blocks N]\n"
     "                         [--idle SECONDS] [--duration SECONDS] [--replay-timeout-ms N]\n"
     "\n"
-    "Subscribes to the workers' KV events (connecting to each kv= endpoint, or with --kv-bind, binding one\n"
+    "Subscribes to the workers' KV events (connecting to each kv_events= endpoint, or with --kv-bind, binding one\n"
     "socket that engines connect to, told apart by topic), builds the prefix index as the router does,\n"
     "and prints it as JSON once no batch arrived for --idle seconds or after --duration seconds:\n"
     "per publisher its blocks' sequence hashes and event counters, plus the\n"
@@ -70,7 +71,7 @@ struct kv_index_options {
 const option_table<kv_index_options>& kv_index_table() {
   using o_t = kv_index_options;
   static const option_table<o_t> t = {
-      each<o_t>("--worker", "SPEC", "a worker: URL,kv=ENDPOINT[,replay=ENDPOINT][,dp=N][,id=NAME][,topic=T]",
+      each<o_t>("--worker", "SPEC", "a worker: URL,kv_events=ENDPOINT[,replay=ENDPOINT][,dp_size=N][,id=NAME][,topic=T]",
                 [](auto& o) -> auto& { return o.workers; }),
       text<o_t>("--kv-bind", "ENDPOINT", "bind one socket that engines connect to (told apart by topic) instead of connecting",
                 [](auto& o) -> auto& { return o.subscriber.bind_endpoint; }, true),
@@ -109,7 +110,7 @@ int run_kv_index(const std::vector<std::string>& args) {
   }
   std::vector<worker_spec> workers;
   for (const std::string& text : parsed.workers) {
-    auto spec = parse_worker_spec(text);
+    auto spec = parse_worker_flag(text, "kvrouter kv-index");
     if (!spec) {
       std::cerr << "kvrouter kv-index: " << spec.error().message << "\n";
       return 2;
@@ -129,7 +130,7 @@ int run_kv_index(const std::vector<std::string>& args) {
   }
   for (const worker_spec& w : workers)
     if (w.kv_events.empty() && settings.bind_endpoint.empty()) {
-      std::cerr << "kvrouter kv-index: worker " << w.url << " has no kv= endpoint (or use --kv-bind)\n";
+      std::cerr << "kvrouter kv-index: worker " << w.url << " has no kv_events= endpoint (or use --kv-bind)\n";
       return 2;
     }
   settings.publishers = expand(workers);

@@ -57,7 +57,7 @@ std::expected<router_file, std::string> load_sets(const options& options) {
                                       .fixed_tokens = serve.image_fixed_tokens};
   }
   for (std::size_t i = 0; i < serve.workers.size(); ++i) {
-    auto spec = parse_worker_spec(serve.workers[i]);
+    auto spec = parse_worker_flag(serve.workers[i], "kvrouter");
     if (!spec) return std::unexpected(spec.error().message);
     if (spec->id.empty()) spec->id = worker_name(*spec, i);
     card.workers.push_back(std::move(*spec));

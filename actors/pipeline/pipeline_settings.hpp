@@ -41,7 +41,7 @@ struct pipeline_settings {
   std::size_t hashers = 2;
   std::chrono::milliseconds unhealthy_backoff{5000};
   std::chrono::seconds index_grace{60};
-  std::string kv_bind;        ///< bind one KV-event SUB here instead of connecting to kv= endpoints
+  std::string kv_bind;        ///< bind one KV-event SUB here instead of connecting to kv_events= endpoints
   health_settings health;     ///< interval 0 = no active health checks
   engine_metrics_settings engine_metrics;  ///< interval 0 = no scrapes
   /// A component that died (KV subscriber, health checker, media fetcher, or the set's scorer or

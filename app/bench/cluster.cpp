@@ -114,7 +114,7 @@ local_cluster::local_cluster(cluster_settings settings) : settings_(std::move(se
       }
       mocker_urls_.push_back("http://127.0.0.1:" + read_text(base + ".port"));
       std::string spec = mocker_urls_.back() + fmt::format(",id=m{}", i);
-      if (policy_uses_kv_events(settings_.policy)) spec += ",kv=" + kv + ",replay=" + replay;
+      if (policy_uses_kv_events(settings_.policy)) spec += ",kv_events=" + kv + ",replay=" + replay;
       workers.push_back(spec);
     }
     const std::string log = fmt::format("{}/{}-router.log", settings_.workdir, settings_.policy);

@@ -59,11 +59,11 @@ std::expected<worker_spec, config_error> parse_worker(const json& object, std::s
     if (!value) return std::unexpected(value.error());
     if (value->empty()) continue;
     if (value->find(',') != std::string::npos) return fail(fmt::format("{}: \"{}\" must not contain ','", where, key));
-    spec += fmt::format(",{}={}", std::string_view(key) == "kv_events" ? "kv" : key, *value);
+    spec += fmt::format(",{}={}", key, *value);
   }
   auto dp = get_count(object, "dp_size", where, 1);
   if (!dp) return std::unexpected(dp.error());
-  spec += fmt::format(",dp={}", *dp);
+  spec += fmt::format(",dp_size={}", *dp);
   auto parsed = parse_worker_spec(spec);
   if (!parsed) return fail(fmt::format("{}: {}", where, parsed.error().message));
   return *parsed;

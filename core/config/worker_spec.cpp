@@ -39,7 +39,7 @@ std::string endpoint_with_port_offset(const std::string& endpoint, int offset) {
   return endpoint.substr(0, colon + 1) + std::to_string(std::stoi(port) + offset);
 }
 
-std::expected<worker_spec, config_error> parse_worker_spec(std::string_view text) {
+std::expected<worker_spec, config_error> parse_worker_spec(std::string_view text, std::vector<deprecated_key>* deprecated) {
   auto fail = [&](std::string why) {
     return std::unexpected(config_error{fmt::format("worker \"{}\": {}", text, why)});
   };
@@ -64,17 +64,22 @@ std::expected<worker_spec, config_error> parse_worker_spec(std::string_view text
     }
     const std::size_t eq = part.find('=');
     if (eq == std::string_view::npos) return fail(fmt::format("\"{}\" is not key=value", part));
-    const std::string_view key = part.substr(0, eq);
+    std::string_view key = part.substr(0, eq);
     const std::string_view value = part.substr(eq + 1);
-    if (key == "kv" || key == "replay") {
+    for (auto [old_key, new_key] : {std::pair{"kv", "kv_events"}, std::pair{"dp", "dp_size"}}) {
+      if (key != old_key) continue;
+      if (deprecated) deprecated->push_back({old_key, new_key});
+      key = new_key;
+    }
+    if (key == "kv_events" || key == "replay") {
       if (!value.starts_with("tcp://") && !value.starts_with("ipc://") && !value.starts_with("inproc://"))
         return fail(fmt::format("{} must be a ZeroMQ endpoint such as tcp://host:5557", key));
-      (key == "kv" ? spec.kv_events : spec.replay) = std::string(value);
-    } else if (key == "dp") {
+      (key == "kv_events" ? spec.kv_events : spec.replay) = std::string(value);
+    } else if (key == "dp_size") {
       std::uint32_t n = 0;
       auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
       if (ec != std::errc{} || end != value.data() + value.size() || n == 0 || n > 1024)
-        return fail("dp must be a rank count from 1 to 1024");
+        return fail("dp_size must be a rank count from 1 to 1024");
       spec.dp_size = n;
     } else if (key == "id") {
       if (value.empty()) return fail("id must not be empty");
@@ -82,11 +87,11 @@ std::expected<worker_spec, config_error> parse_worker_spec(std::string_view text
     } else if (key == "topic") {
       spec.topic = std::string(value);
     } else {
-      return fail(fmt::format("unknown key \"{}\" (expected kv, replay, dp, id or topic)", key));
+      return fail(fmt::format("unknown key \"{}\" (expected kv_events, replay, dp_size, id or topic)", key));
     }
   }
   // A tcp endpoint's port, and the ports its data-parallel ranks add to it, must exist.
-  for (const auto& [key, endpoint] : {std::pair{"kv", &spec.kv_events}, std::pair{"replay", &spec.replay}}) {
+  for (const auto& [key, endpoint] : {std::pair{"kv_events", &spec.kv_events}, std::pair{"replay", &spec.replay}}) {
     if (!endpoint->starts_with("tcp://")) continue;
     const auto colon = endpoint->rfind(':');
     const std::string_view port = colon == std::string::npos ? std::string_view() : std::string_view(*endpoint).substr(colon + 1);

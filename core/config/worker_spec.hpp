@@ -1,10 +1,12 @@
 #pragma once
 /// The command-line description of one worker:
 ///
-///     URL[,kv=ENDPOINT][,replay=ENDPOINT][,dp=N][,id=NAME][,topic=TOPIC]
+///     URL[,kv_events=ENDPOINT][,replay=ENDPOINT][,dp_size=N][,id=NAME][,topic=TOPIC]
 ///
-/// e.g. `http://10.0.0.5:8000,kv=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5600,dp=2`.
-/// With `dp=N`, rank r publishes on the KV and replay ports + r (docs/kv-events.md).
+/// e.g. `http://10.0.0.5:8000,kv_events=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5600,dp_size=2`.
+/// With `dp_size=N`, rank r publishes on the KV and replay ports + r (docs/kv-events.md).
+/// The keys are the config file's worker keys, one spelling for one thing; the older `kv=` and
+/// `dp=` are still read, and reported so the caller can warn.
 
 #include <cstdint>
 #include <expected>
@@ -48,7 +50,15 @@ struct publisher_spec {
 /// kvrouter-mocker names its ranks' sockets.
 [[nodiscard]] std::string endpoint_with_port_offset(const std::string& endpoint, int offset);
 
-/// Parses one spec; errors name the bad part.
-[[nodiscard]] std::expected<worker_spec, config_error> parse_worker_spec(std::string_view text);
+/// A key of the spec's older spelling that was read, and the key that replaces it.
+struct deprecated_key {
+  std::string old_key;
+  std::string new_key;
+};
+
+/// Parses one spec; errors name the bad part. Old spellings read are appended to `deprecated`
+/// when given.
+[[nodiscard]] std::expected<worker_spec, config_error> parse_worker_spec(std::string_view text,
+                                                                         std::vector<deprecated_key>* deprecated = nullptr);
 
 }  // namespace kvr

@@ -45,8 +45,8 @@ void describe_index(const set_facts& f, std::vector<std::string>& parts, std::ve
     return;
   }
   parts.push_back("no KV events: overlap stays 0");
-  warnings.push_back(fmt::format("worker set {} scores KV events, but no worker has a kv= endpoint; overlap stays 0 "
-                                 "(add kv=, or use --no-kv-events for approximate mode)",
+  warnings.push_back(fmt::format("worker set {} scores KV events, but no worker has a kv_events= endpoint; overlap stays 0 "
+                                 "(add kv_events=, or use --no-kv-events for approximate mode)",
                                  f.name));
 }
 

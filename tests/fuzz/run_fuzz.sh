@@ -73,7 +73,7 @@ if target == "request":
 elif target == "config":
     repo = src.parent.parent.parent
     (dst / "seed-example").write_bytes((repo / "docs" / "router.example.json").read_bytes())
-    (dst / "seed-worker").write_text("http://[::1]:8000,kv=tcp://h:5557,replay=tcp://h:5600,dp=2,id=w0,topic=kv")
+    (dst / "seed-worker").write_text("http://[::1]:8000,kv_events=tcp://h:5557,replay=tcp://h:5600,dp_size=2,id=w0,topic=kv")
 elif target == "metrics":
     (dst / "seed-vllm").write_text(
         '# HELP vllm:num_requests_waiting Waiting.\n# TYPE vllm:num_requests_waiting gauge\n'

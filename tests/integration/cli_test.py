@@ -3,7 +3,8 @@
 answers --help (exit 0); serving without any worker is an error that says what is missing
 (exit 2); describe refuses --config and points to explain; at start-up each set says what it
 does with each kind of prompt and warns about paths that route on load alone; --tokenizer takes a
-HuggingFace model directory; explain checks the tokenizers serving would load.
+HuggingFace model directory; explain checks the tokenizers serving would load; worker specs take
+the config file's key names, and the older kv= / dp= with a warning.
 Usage: cli_test.py PATH/TO/kvrouter"""
 import json
 import os
@@ -68,4 +69,23 @@ with open(config, "w") as out_file:
                                 "workers": [{"url": "http://127.0.0.1:9"}]}]}, out_file)
 code, out = run("explain", "--config", config)
 f.check(code == 2 and "cannot read tokenizer" in out, f"explain checks the tokenizer serving would load ({code}: {out.strip()[-200:]})")
+
+# One spelling per concept: a worker spec's keys are the config file's worker keys; the older
+# kv= and dp= still work, with a warning naming the new key.
+worker = Worker("w0")
+try:
+    router = Router(kvrouter, "m", [f"{worker.url},kv=tcp://127.0.0.1:9,dp=2,id=old"])
+    f.check(router.wait_for_log('"kv=" is the old spelling of "kv_events="') and
+            router.wait_for_log('"dp=" is the old spelling of "dp_size="'), "the old kv= and dp= keys are warned about")
+    sets = json.loads(router.request("GET", "/v1/router/sets")[2])["sets"]
+    f.check(sets[0]["pipeline"]["kv_publishers"] == 2 and router.chat()[0] == 200,
+            f"and still read: two KV publishers for dp=2, requests served ({sets[0]['pipeline']})")
+    router.stop()
+    router = Router(kvrouter, "m", [f"{worker.url},kv_events=tcp://127.0.0.1:9,dp_size=2,id=new"])
+    f.check(router.chat()[0] == 200 and "old spelling" not in router.log, "the new spelling serves without a warning")
+    router.stop()
+finally:
+    worker.stop()
+code, out = run("--model", "m", "--worker", "http://127.0.0.1:9,dp_size=0")
+f.check(code == 2 and "dp_size must be a rank count" in out, f"a bad dp_size is named as spelled now ({out.strip()})")
 f.exit()

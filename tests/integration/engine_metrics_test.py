@@ -116,7 +116,7 @@ try:
     # An engine restart empties its cache at once, before any KV batch says so.
     mocker = Mocker(mocker_binary, "--kv-events-endpoint", kv, "--replay-endpoint", replay, "--model", "m")
     try:
-        router = Router(kvrouter, "m", [f"{mocker.url},id=engine,kv={kv},replay={replay}"], *SCRAPE)
+        router = Router(kvrouter, "m", [f"{mocker.url},id=engine,kv_events={kv},replay={replay}"], *SCRAPE)
         status, _, _ = router.request("POST", "/v1/completions", {"model": "m", "prompt": list(range(256)), "max_tokens": 1})
         f.check(status == 200, "a token-id completion goes through")
         cached = wait_for(lambda: router.worker_gauge("kvrouter_worker_index_blocks", "engine") > 0, 5)

@@ -336,7 +336,7 @@ try:
     context = zmq.Context()
     pub = context.socket(zmq.PUB)
     kv_port = pub.bind_to_random_port("tcp://127.0.0.1")
-    router = start_router([f"{a.url},id=a", f"{b.url},id=b,kv=tcp://127.0.0.1:{kv_port}"], "--block-size", "16")
+    router = start_router([f"{a.url},id=a", f"{b.url},id=b,kv_events=tcp://127.0.0.1:{kv_port}"], "--block-size", "16")
     time.sleep(0.5)  # the router's SUB connects
     tokens = list(range(1000, 1064))
     stored = ["BlockStored", [11, 12, 13, 14], None, tokens, 16, None, "GPU"]

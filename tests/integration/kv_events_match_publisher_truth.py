@@ -27,7 +27,7 @@ def main():
                Engine(context, "vllm-map", BLOCK_SIZE, topic=b"kv", rng_seed=2)]
     args = [kvrouter, "kv-index", "--block-size", str(BLOCK_SIZE), "--idle", "3", "--duration", "60"]
     for i, e in enumerate(engines):
-        args += ["--worker", f"http://127.0.0.1:{9000 + i},kv=tcp://127.0.0.1:{e.port},"
+        args += ["--worker", f"http://127.0.0.1:{9000 + i},kv_events=tcp://127.0.0.1:{e.port},"
                              f"replay=tcp://127.0.0.1:{e.replay_port},id=w{i},topic={e.topic.decode()}"]
     router = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)  # let the router's SUB sockets connect (later joins are replayed anyway)

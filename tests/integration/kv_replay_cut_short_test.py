@@ -28,7 +28,7 @@ def main():
         engine.publish_step()
     started = time.time()
     router = subprocess.Popen([kvrouter, "kv-index", "--block-size", str(BLOCK_SIZE), "--idle", "1.5", "--duration", "30",
-                               "--worker", f"http://127.0.0.1:9000,kv=tcp://127.0.0.1:{engine.port},"
+                               "--worker", f"http://127.0.0.1:9000,kv_events=tcp://127.0.0.1:{engine.port},"
                                            f"replay=tcp://127.0.0.1:{engine.replay_port},id=w0"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.5)  # the SUB connects; then live traffic, in order, while the replays run

@@ -24,7 +24,7 @@ def main():
     context = zmq.Context()
     engine = Engine(context, "vllm-array", BLOCK_SIZE, rng_seed=3, forgetful_replay=True)
     router = subprocess.Popen([kvrouter, "kv-index", "--block-size", str(BLOCK_SIZE), "--idle", "2", "--duration", "30",
-                               "--worker", f"http://127.0.0.1:9000,kv=tcp://127.0.0.1:{engine.port},"
+                               "--worker", f"http://127.0.0.1:9000,kv_events=tcp://127.0.0.1:{engine.port},"
                                            f"replay=tcp://127.0.0.1:{engine.replay_port},id=w0"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)  # the SUB connects

@@ -26,7 +26,7 @@ def main():
         engine.publish_step()
     started = time.time()
     out = subprocess.run([kvrouter, "kv-index", "--block-size", str(BLOCK_SIZE), "--idle", "1", "--duration", "20",
-                          "--worker", f"http://127.0.0.1:9000,kv=tcp://127.0.0.1:{engine.port},"
+                          "--worker", f"http://127.0.0.1:9000,kv_events=tcp://127.0.0.1:{engine.port},"
                                       f"replay=tcp://127.0.0.1:{engine.replay_port},id=w0"],
                          capture_output=True, text=True, timeout=60)
     elapsed = time.time() - started

@@ -38,7 +38,7 @@ def main():
     common = ["--block-size", "16", "--num-blocks", "48", "--speedup", "100"]
     specs = [
         ("m0", ["--event-format", "vllm-map", "--drop-batches-pct", "25"], ""),
-        ("m1", ["--event-format", "sglang", "--dp-size", "2"], ",dp=2"),
+        ("m1", ["--event-format", "sglang", "--dp-size", "2"], ",dp_size=2"),
         ("m2", ["--event-format", "vllm-array", "--bin-hashes"], ""),
     ]
     mockers = {}
@@ -46,7 +46,7 @@ def main():
     for name, flags, extra in specs:
         kv, replay = f"ipc://{sockets}/{name}", f"ipc://{sockets}/{name}-replay"
         mockers[name] = Mocker(mocker_bin, *common, "--kv-events-endpoint", kv, "--replay-endpoint", replay, *flags)
-        workers += ["--worker", f"{mockers[name].url},kv={kv},replay={replay},id={name}{extra}"]
+        workers += ["--worker", f"{mockers[name].url},kv_events={kv},replay={replay},id={name}{extra}"]
     index = subprocess.Popen([kvrouter, "kv-index", *workers, "--block-size", "16", "--idle", "3", "--duration", "90"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -113,7 +113,7 @@ def main():
     engine = Mocker(mocker_bin, "--kv-events-endpoint", kv, "--replay-endpoint", replay, "--event-format", "vllm-map",
                     "--tokenizer", TOKENIZER, "--tokenizer-config", TEMPLATE, "--image-token-id", str(IMAGE_PAD),
                     "--speedup", "100")
-    router = Router(kvrouter, "vl", [f"{engine.url},kv={kv},replay={replay},id=engine"], "--router-mode", "kv",
+    router = Router(kvrouter, "vl", [f"{engine.url},kv_events={kv},replay={replay},id=engine"], "--router-mode", "kv",
                     "--tokenizer", TOKENIZER, "--tokenizer-config", TEMPLATE, "--image-token-id", str(IMAGE_PAD),
                     "--health-interval-ms", "0")
     try:

@@ -79,7 +79,7 @@ kv_port = pub.bind_to_random_port("tcp://127.0.0.1")
 images = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Images)
 threading.Thread(target=images.serve_forever, daemon=True).start()
 worker = Worker("w0")
-router = Router(kvrouter, "m", [f"{worker.url},id=w0,kv=tcp://127.0.0.1:{kv_port}"], "--block-size", "16",
+router = Router(kvrouter, "m", [f"{worker.url},id=w0,kv_events=tcp://127.0.0.1:{kv_port}"], "--block-size", "16",
                 "--tokenizer", TOKENIZER, "--tokenizer-config", TEMPLATE, "--image-token-id", "151655",
                 "--media-allow-private", "--health-interval-ms", "100", "--health-failures", "1",
                 "--fault-injection", "--restart-backoff-ms", str(BACKOFF_MS))

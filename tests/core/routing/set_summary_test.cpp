@@ -48,7 +48,7 @@ TEST(set_summary, kv_events_without_publishers_and_approximate_mode_are_named) {
   set_summary s = summarize_set(f);
   EXPECT_NE(s.line.find("no KV events: overlap stays 0"), std::string::npos);
   ASSERT_EQ(s.warnings.size(), 1u);
-  EXPECT_NE(s.warnings[0].find("no worker has a kv= endpoint"), std::string::npos);
+  EXPECT_NE(s.warnings[0].find("no worker has a kv_events= endpoint"), std::string::npos);
   f.config.use_kv_events = false;
   s = summarize_set(f);
   EXPECT_NE(s.line.find("index predicted from routing decisions (approximate mode)"), std::string::npos);
