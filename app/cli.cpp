@@ -96,6 +96,9 @@ const option_table<options>& serving_options() {
                                   [](auto& o) -> auto& { return o.serve.http.client_timeout; }, 1, 86400));
     t.push_back(duration<options>("--upstream-timeout-secs", "longest wait for a worker's next bytes (504 if none came)",
                                   [](auto& o) -> auto& { return o.serve.http.upstream_timeout; }, 1, 86400));
+    t.push_back(text<options>("--worker-ca-file", "PATH",
+                              "CA certificates (PEM) trusted for https:// workers, besides the system's",
+                              [](auto& o) -> auto& { return o.serve.http.worker_ca_file; }, true));
     t.push_back(text<options>("--access-log", "PATH",
                               "one JSON line per routed request (time, request id, model, set, worker, status, prompt "
                               "tokens, overlap, queue wait, TTFT, duration, bytes); - = stdout",

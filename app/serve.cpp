@@ -109,6 +109,7 @@ int run_serve(const options& options) {
   watcher_settings watch;
   watch.pipeline = serve.pipeline;
   watch.pipeline.max_prompt_tokens = serve.http.max_prompt_tokens;
+  watch.pipeline.worker_ca_file = serve.http.worker_ca_file;
   watch.config_path = serve.config_path;
   watch.etcd_global = options.router;
   const ingress_actor ingress_owner = spawn_ingress_actor(system, *ingress);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "actors/http/set_metrics.hpp"
+#include "actors/tls/worker_tls.hpp"
 
 namespace kvr {
 
@@ -137,6 +138,7 @@ http_ingress::http_ingress(ingress_settings settings) : impl_(std::make_unique<i
   }
   impl_->bound_port = port;
   if (!impl_->settings.access_log.empty()) impl_->access = std::make_unique<access_log>(impl_->settings.access_log);
+  impl_->worker_tls = make_worker_tls_context(impl_->settings.worker_ca_file);
 }
 
 http_ingress::~http_ingress() = default;

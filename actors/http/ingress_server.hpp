@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
 #include "actors/http/access_log.hpp"
@@ -33,11 +34,23 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using clock_type = std::chrono::steady_clock;
 
-/// A keep-alive connection to a worker, pooled per I/O thread between requests.
+/// A keep-alive connection to a worker, pooled per I/O thread between requests: a plain socket,
+/// or TLS over one for an https:// worker.
 struct upstream_connection {
-  explicit upstream_connection(asio::io_context& io) : socket(io) {}
-  tcp::socket socket;
+  explicit upstream_connection(asio::io_context& io) : plain(std::in_place, io) {}
+  upstream_connection(asio::io_context& io, asio::ssl::context& tls) : secure(std::in_place, io, tls) {}
+  std::optional<tcp::socket> plain;
+  std::optional<asio::ssl::stream<tcp::socket>> secure;
   boost::beast::flat_buffer buffer;
+
+  /// The TCP socket under either kind (closing it cuts whatever operation is pending).
+  tcp::socket& socket() { return secure ? secure->next_layer() : *plain; }
+  /// Runs `operation` on the stream the HTTP bytes go through.
+  template <class Operation>
+  void on_stream(Operation&& operation) {
+    if (secure) operation(*secure);
+    else operation(*plain);
+  }
 };
 
 /// Something on an I/O thread with a deadline (a client connection). Per-operation Asio timers
@@ -101,6 +114,8 @@ struct http_ingress::impl {
   /// Set once by drain(): /ready answers 503, answers carry `Connection: close`.
   std::atomic<bool> draining{false};
   std::unique_ptr<access_log> access;  ///< --access-log; null when off
+  /// Trust for https:// workers (system CAs + --worker-ca-file); made at start-up.
+  std::shared_ptr<ingress::asio::ssl::context> worker_tls;
 
   std::shared_ptr<const routing_table> current_table() {
     std::lock_guard lock(table_mutex);

@@ -31,6 +31,9 @@ struct ingress_settings {
   bool no_decision_headers = false;
   /// `--access-log PATH|-`: one JSON line per routed request ("" = none, "-" = stdout).
   std::string access_log;
+  /// `--worker-ca-file PATH`: CA certificates trusted for https:// workers besides the system's
+  /// (serve copies it to pipeline_settings for the health and engine-metrics polls).
+  std::string worker_ca_file;
   /// `POST /v1/router/faults` kills a pipeline component as a crash would (drills, tests).
   bool fault_injection = false;
   std::uint32_t max_retries = 2;               ///< re-routes after a worker fails before answering

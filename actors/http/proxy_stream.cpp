@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "actors/http/http_fields.hpp"
+#include "actors/tls/worker_tls.hpp"
 
 namespace kvr::ingress {
 
@@ -39,7 +40,7 @@ void proxy_stream::on_deadline() {
     case phase::awaiting_answer:
     case phase::relaying:
       cut_ = cut_reason::deadline;
-      if (upstream_) upstream_->socket.close();  // the pending upstream operation fails now
+      if (upstream_) upstream_->socket().close();  // the pending upstream operation fails now
       return;
     case phase::idle:
     case phase::done: return;
@@ -49,7 +50,7 @@ void proxy_stream::on_deadline() {
 void proxy_stream::cancel() {
   if (phase_ == phase::idle || phase_ == phase::done) return;
   cut_ = cut_reason::client_gone;
-  if (upstream_) upstream_->socket.close();
+  if (upstream_) upstream_->socket().close();
 }
 
 /// The request head as the worker gets it: the client's method, target (under the worker's
@@ -79,7 +80,13 @@ void proxy_stream::connect(connection_kind kind) {
   upstream_ = kind == connection_kind::pooled ? thread_.take_idle(worker_->url) : nullptr;
   if (upstream_) return write_upstream();
   if (connection_ == connection_kind::pooled) connection_ = connection_kind::fresh;
-  upstream_ = std::make_unique<upstream_connection>(thread_.io);
+  if (worker_->tls) {
+    upstream_ = std::make_unique<upstream_connection>(thread_.io, *server_.worker_tls);
+    if (!name_tls_server(upstream_->secure->native_handle(), worker_->host))
+      return end_early(early_end::worker_failed, "TLS: cannot name the server " + worker_->host);
+  } else {
+    upstream_ = std::make_unique<upstream_connection>(thread_.io);
+  }
   const auto endpoints = server_.endpoints_of(*worker_);
   if (endpoints.empty()) return end_early(early_end::worker_failed, "the worker's address could not be resolved");
   owner_.expire_after(server_.settings.connect_timeout);
@@ -87,12 +94,12 @@ void proxy_stream::connect(connection_kind kind) {
   auto before_each_address = [this, keep = owner_.keep_alive()](const error_code&, const tcp::endpoint&) {
     return cut_ == cut_reason::none;
   };
-  asio::async_connect(upstream_->socket, endpoints, before_each_address,
+  asio::async_connect(upstream_->socket(), endpoints, before_each_address,
                       [this, keep = owner_.keep_alive()](error_code ec, const tcp::endpoint&) {
                         if (!ec) {
                           error_code ignored;
-                          upstream_->socket.set_option(tcp::no_delay(true), ignored);  // small SSE writes go out at once
-                          return write_upstream();
+                          upstream_->socket().set_option(tcp::no_delay(true), ignored);  // small SSE writes go out at once
+                          return upstream_->secure ? handshake() : write_upstream();
                         }
                         switch (cut_) {
                           case cut_reason::client_gone: return end_early(early_end::client_gone, "");
@@ -102,13 +109,28 @@ void proxy_stream::connect(connection_kind kind) {
                       });
 }
 
+/// An https:// worker: TLS over the fresh connection, under the connect timeout. A certificate
+/// the worker cannot prove is its own failure.
+void proxy_stream::handshake() {
+  upstream_->secure->async_handshake(asio::ssl::stream_base::client, [this, keep = owner_.keep_alive()](error_code ec) {
+    if (!ec) return write_upstream();
+    switch (cut_) {
+      case cut_reason::client_gone: return end_early(early_end::client_gone, "");
+      case cut_reason::deadline: return end_early(early_end::worker_failed, "TLS handshake: timed out");
+      case cut_reason::none: return end_early(early_end::worker_failed, fmt::format("TLS handshake: {}", tls_failure(ec, upstream_->secure->native_handle())));
+    }
+  });
+}
+
 void proxy_stream::write_upstream() {
   phase_ = phase::sending;
   owner_.expire_after(server_.settings.upstream_timeout);
   const std::array<asio::const_buffer, 2> request{asio::buffer(upstream_head_), asio::buffer(request_->body())};
-  asio::async_write(upstream_->socket, request, [this, keep = owner_.keep_alive()](error_code ec, std::size_t) {
-    if (ec) return failed_before_answer(ec);
-    read_answer_head();
+  upstream_->on_stream([&](auto& stream) {
+    asio::async_write(stream, request, [this, keep = owner_.keep_alive()](error_code ec, std::size_t) {
+      if (ec) return failed_before_answer(ec);
+      read_answer_head();
+    });
   });
 }
 
@@ -116,11 +138,12 @@ void proxy_stream::read_answer_head() {
   phase_ = phase::awaiting_answer;
   parser_.emplace();
   parser_->body_limit(std::numeric_limits<std::uint64_t>::max());  // boost::none would mean 0
-  http::async_read_header(upstream_->socket, upstream_->buffer, *parser_,
-                          [this, keep = owner_.keep_alive()](error_code ec, std::size_t) {
-                            if (ec) return failed_before_answer(ec);
-                            forward_head();
-                          });
+  upstream_->on_stream([&](auto& stream) {
+    http::async_read_header(stream, upstream_->buffer, *parser_, [this, keep = owner_.keep_alive()](error_code ec, std::size_t) {
+      if (ec) return failed_before_answer(ec);
+      forward_head();
+    });
+  });
 }
 
 /// Nothing reached the client: the client left, the deadline passed, a pooled connection had
@@ -171,11 +194,13 @@ void proxy_stream::relay() {
   body.data = chunk_.data();
   body.size = chunk_.size();
   owner_.expire_after(server_.settings.upstream_timeout);
-  http::async_read_some(upstream_->socket, upstream_->buffer, *parser_, [this, keep = owner_.keep_alive()](error_code ec, std::size_t) {
-    if (ec == http::error::need_buffer) ec = {};
-    if (!ec) return write_client(chunk_.size() - parser_->get().body().size);
-    if (phase_ == phase::awaiting_answer) return failed_before_answer(ec);
-    end_late(cut_ == cut_reason::client_gone ? late_end::client_gone : late_end::cut);
+  upstream_->on_stream([&](auto& stream) {
+    http::async_read_some(stream, upstream_->buffer, *parser_, [this, keep = owner_.keep_alive()](error_code ec, std::size_t) {
+      if (ec == http::error::need_buffer) ec = {};
+      if (!ec) return write_client(chunk_.size() - parser_->get().body().size);
+      if (phase_ == phase::awaiting_answer) return failed_before_answer(ec);
+      end_late(cut_ == cut_reason::client_gone ? late_end::client_gone : late_end::cut);
+    });
   });
 }
 
@@ -219,7 +244,7 @@ void proxy_stream::end_early(early_end why, std::string detail) {
 
 void proxy_stream::end_late(late_end why) {
   phase_ = phase::done;
-  if (why == late_end::completed && parser_->keep_alive() && upstream_->socket.is_open())
+  if (why == late_end::completed && parser_->keep_alive() && upstream_->socket().is_open())
     thread_.give_back(worker_->url, std::move(upstream_));
   upstream_.reset();
   server_.probe.answer_ended();

@@ -87,6 +87,7 @@ class proxy_stream {
 
   void write_upstream_head(const head_tags& tags);
   void connect(connection_kind kind);
+  void handshake();
   void write_upstream();
   void read_answer_head();
   void forward_head();

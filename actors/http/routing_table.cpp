@@ -7,8 +7,8 @@ namespace kvr {
 std::expected<worker_target, std::string> make_worker_target(std::string name, const std::string& url) {
   const auto parsed = parse_http_url(url);
   if (!parsed) return std::unexpected(parsed.error());
-  if (parsed->scheme != "http") return std::unexpected("only http:// worker URLs are supported");
-  worker_target target{.name = std::move(name), .url = url, .host = parsed->host, .port = parsed->port};
+  worker_target target{.name = std::move(name), .url = url, .host = parsed->host, .port = parsed->port,
+                       .tls = parsed->scheme == "https"};
   target.base_path = parsed->target.substr(0, parsed->target.find('?'));
   while (!target.base_path.empty() && target.base_path.back() == '/') target.base_path.pop_back();
   target.host_header = authority_of(*parsed);

@@ -25,6 +25,7 @@ struct worker_target {
   std::string port;
   std::string base_path;  ///< "" or e.g. "/engine-a"
   std::string host_header;  ///< "host:port" ("[v6]:port"), sent as Host
+  bool tls = false;         ///< an https:// worker (actors/tls/worker_tls.hpp)
 };
 
 /// Splits `http://host:port/prefix` (IPv6 hosts in brackets) into a target; why not, on a bad URL.

@@ -51,6 +51,9 @@ struct pipeline_settings {
   /// from --max-prompt-tokens (ingress_settings holds the default).
   std::size_t max_prompt_tokens = SIZE_MAX;
   media_fetch_settings media;  ///< the media fetchers of multimodal sets that score overlap
+  /// Trust for https:// workers' health and metrics polls besides the system's CAs (serve
+  /// copies --worker-ca-file here from ingress_settings).
+  std::string worker_ca_file;
 };
 
 }  // namespace kvr

@@ -17,6 +17,11 @@
 namespace kvr {
 namespace {
 
+/// What the health checker or engine scraper polls of `worker`: `path` under its base path.
+poll_target poll_target_of(const worker_target& worker, const std::string& path) {
+  return {.host = worker.host, .port = worker.port, .path = worker.base_path + path, .tls = worker.tls};
+}
+
 /// The set's tokenizer and chat template: loaded once, shared read-only by its hashers.
 /// `tokenizer` and `tokenizer_config` may be files or HuggingFace model directories.
 std::expected<hasher_resources, std::string> load_hasher_resources(const worker_set_card& card) {
@@ -125,20 +130,21 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
     if (serve.health.interval.count() > 0) {
       std::vector<health_target> targets;
       for (std::uint32_t w = 0; w < set.workers.size(); ++w)
-        targets.push_back({w, set.workers[w].host, set.workers[w].port, set.workers[w].base_path + "/health",
+        targets.push_back({w, poll_target_of(set.workers[w], "/health"),
                            fmt::format("worker set {}: worker {} ({})", set.name, set.workers[w].name, set.workers[w].url)});
-      add("health_checker", [settings = serve.health, scorer = set.scorer, targets] {
-        return std::make_shared<health_checker>(settings, scorer, targets);
+      add("health_checker", [settings = serve.health, scorer = set.scorer, targets, ca_file = serve.worker_ca_file] {
+        return std::make_shared<health_checker>(settings, scorer, targets, ca_file);
       });
       out.health_checks = true;
     }
     if (serve.engine_metrics.interval.count() > 0) {
       std::vector<engine_scrape_target> targets;
       for (std::uint32_t w = 0; w < set.workers.size(); ++w)
-        targets.push_back({w, {set.workers[w].host, set.workers[w].port, set.workers[w].base_path + "/metrics"},
+        targets.push_back({w, poll_target_of(set.workers[w], "/metrics"),
                            fmt::format("worker set {}: worker {} ({})", set.name, set.workers[w].name, set.workers[w].url)});
       const engine_scraper_settings settings{
-          .poll = {.interval = serve.engine_metrics.interval, .timeout = serve.engine_metrics.timeout, .body_limit = 8 << 20},
+          .poll = {.interval = serve.engine_metrics.interval, .timeout = serve.engine_metrics.timeout, .body_limit = 8 << 20,
+                   .ca_file = serve.worker_ca_file},
           .block_size = config.block_size};
       add("engine_scraper", [settings, scorer = set.scorer, targets, counters = set.scrapes] {
         return std::make_shared<engine_scraper>(settings, scorer, targets, counters);

@@ -43,24 +43,26 @@ struct health_checker::impl {
     const health_target& target = targets[i];
     worker_verdicts& v = verdicts[i];
     std::cerr << (up ? fmt::format("kvrouter: {} is up again: GET {} answered 200 ({} good probe(s) in a row)\n",
-                                   target.label, target.path, v.successes)
+                                   target.label, target.where.path, v.successes)
                      : fmt::format("kvrouter: {} is down: GET {}: {} ({} failed probe(s) in a row)\n", target.label,
-                                   target.path, why, v.failures));
+                                   target.where.path, why, v.failures));
     v.down = !up;
     v.failures = v.successes = 0;
     caf::anon_send(scorer, worker_health_atom_v, target.worker, up);
   }
 };
 
-health_checker::health_checker(health_settings settings, scorer_actor scorer, std::vector<health_target> targets)
+health_checker::health_checker(health_settings settings, scorer_actor scorer, std::vector<health_target> targets,
+                               const std::string& ca_file)
     : impl_(std::make_unique<impl>()) {
   impl_->settings = settings;
   impl_->scorer = std::move(scorer);
   impl_->targets = std::move(targets);
   impl_->verdicts.resize(impl_->targets.size());
   std::vector<poll_target> polls;
-  for (const health_target& t : impl_->targets) polls.push_back({t.host, t.port, t.path});
-  impl_->poller.emplace(poll_settings{.interval = settings.interval, .timeout = settings.timeout, .body_limit = 64 * 1024},
+  for (const health_target& t : impl_->targets) polls.push_back(t.where);
+  impl_->poller.emplace(poll_settings{.interval = settings.interval, .timeout = settings.timeout, .body_limit = 64 * 1024,
+                                      .ca_file = ca_file},
                         std::move(polls), [impl = impl_.get()](std::size_t i, const poll_result& r) { impl->on_probe(i, r); });
 }
 

@@ -12,21 +12,22 @@
 
 #include "actors/pipeline/component.hpp"
 #include "actors/pipeline/pipeline_settings.hpp"
+#include "actors/sources/http_poller.hpp"
 #include "messages/scorer_actor.hpp"
 
 namespace kvr {
 
 struct health_target {
   std::uint32_t worker = 0;  ///< worker id in its set
-  std::string host;
-  std::string port;
-  std::string path = "/health";
+  poll_target where;         ///< its /health
   std::string label;  ///< how the log names it, e.g. "worker set m: worker w0 (http://10.0.0.5:8000)"
 };
 
 class health_checker final : public pollable_component {
  public:
-  health_checker(health_settings settings, scorer_actor scorer, std::vector<health_target> targets);
+  /// `ca_file`: trust for https:// workers besides the system's (--worker-ca-file).
+  health_checker(health_settings settings, scorer_actor scorer, std::vector<health_target> targets,
+                 const std::string& ca_file = "");
   ~health_checker() override;
   /// Runs the probes' I/O for `budget`.
   void poll_for(std::chrono::milliseconds budget) override;

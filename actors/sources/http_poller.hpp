@@ -18,6 +18,7 @@ struct poll_target {
   std::string host;
   std::string port;
   std::string path;  ///< e.g. "/health", "/engine-a/metrics"
+  bool tls = false;  ///< an https:// worker
 };
 
 struct poll_result {
@@ -31,6 +32,7 @@ struct poll_settings {
   std::chrono::milliseconds interval{1000};
   std::chrono::milliseconds timeout{1000};
   std::size_t body_limit = 1 << 20;
+  std::string ca_file;  ///< trust for https:// targets besides the system's CAs
 };
 
 class http_poller {

@@ -53,10 +53,9 @@ std::expected<worker_spec, config_error> parse_worker_spec(std::string_view text
     if (first) {
       first = false;
       if (!part.starts_with("http://") && !part.starts_with("https://"))
-        return fail("must start with the worker's http:// URL");
+        return fail("must start with the worker's http:// or https:// URL");
       const auto url = parse_http_url(part);
       if (!url) return fail(fmt::format("bad URL: {}", url.error()));
-      if (url->scheme != "http") return fail("https worker URLs are not supported (kvrouter speaks plain HTTP to workers)");
       if (url->target.find('?') != std::string::npos) return fail("a worker URL takes no query string");
       spec.url = std::string(part);
       while (spec.url.ends_with('/')) spec.url.pop_back();

@@ -3,7 +3,8 @@
 ///
 ///     URL[,kv_events=ENDPOINT][,replay=ENDPOINT][,dp_size=N][,id=NAME][,topic=TOPIC]
 ///
-/// e.g. `http://10.0.0.5:8000,kv_events=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5600,dp_size=2`.
+/// The URL is `http://` or `https://` (verified against the system's CAs and
+/// `--worker-ca-file`), e.g. `http://10.0.0.5:8000,kv_events=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5600,dp_size=2`.
 /// With `dp_size=N`, rank r publishes on the KV and replay ports + r (docs/kv-events.md).
 /// The keys are the config file's worker keys, one spelling for one thing; the older `kv=` and
 /// `dp=` are still read, and reported so the caller can warn.

@@ -13,6 +13,7 @@ import argparse
 import json
 import socket
 import socketserver
+import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -22,6 +23,7 @@ class Stats:
     def __init__(self):
         self.lock = threading.Lock()
         self.requests = 0
+        self.connections = 0  # accepted (and, with TLS, handshaken) connections
         self.completed = 0
         self.cancelled = 0
         self.bodies = []
@@ -34,7 +36,7 @@ class Stats:
 
     def snapshot(self):
         with self.lock:
-            return {"requests": self.requests, "completed": self.completed, "cancelled": self.cancelled,
+            return {"requests": self.requests, "connections": self.connections, "completed": self.completed, "cancelled": self.cancelled,
                     "bodies": self.bodies[-20:], "paths": self.paths[-20:], "headers": self.headers[-20:],
                     "arrivals": self.arrivals[-200:]}
 
@@ -45,6 +47,11 @@ def make_handler(args, stats):
 
         def log_message(self, *_):
             pass
+
+        def setup(self):
+            super().setup()
+            with stats.lock:
+                stats.connections += 1
 
         def _json(self, status, payload):
             body = json.dumps(payload).encode()
@@ -144,6 +151,18 @@ def make_handler(args, stats):
 
 class Server(socketserver.ThreadingMixIn, HTTPServer):
     daemon_threads = True
+    tls = None  # an ssl.SSLContext: serve HTTPS
+
+    def finish_request(self, request, client_address):
+        # On the connection's own thread: a client that never finishes its handshake holds up
+        # no other connection.
+        if self.tls:
+            try:
+                request = self.tls.wrap_socket(request, server_side=True)
+            except (ssl.SSLError, OSError):
+                request.close()
+                return
+        super().finish_request(request, client_address)
 
 
 class Server6(Server):
@@ -160,9 +179,14 @@ def main():
     parser.add_argument("--status", type=int, default=200)
     parser.add_argument("--break-after-head", action="store_true")
     parser.add_argument("--ipv6", action="store_true", help="listen on [::1] instead of 127.0.0.1")
+    parser.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
+    parser.add_argument("--tls-key", help="and this private key")
     args = parser.parse_args()
     server = (Server6(("::1", 0), make_handler(args, Stats())) if args.ipv6
               else Server(("127.0.0.1", 0), make_handler(args, Stats())))
+    if args.tls_cert:
+        server.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server.tls.load_cert_chain(args.tls_cert, args.tls_key)
     with open(args.port_file + ".tmp", "w") as f:
         f.write(str(server.server_address[1]))
     import os

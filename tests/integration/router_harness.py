@@ -25,10 +25,17 @@ class Worker:
                 raise RuntimeError(f"fake worker {name} did not start")
             time.sleep(0.02)
         self.port = int(open(port_file).read())
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.tls = "--tls-cert" in flags  # the test knows the host its certificate names
+        self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    def _connection(self):
+        if self.tls:
+            import ssl
+            return http.client.HTTPSConnection("127.0.0.1", self.port, timeout=5, context=ssl._create_unverified_context())
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
 
     def stats(self):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        c = self._connection()
         c.request("GET", "/stats")
         return json.loads(c.getresponse().read())
 
@@ -40,7 +47,7 @@ class Worker:
         self.control(metrics=text)
 
     def control(self, **settings):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        c = self._connection()
         c.request("POST", "/control", body=json.dumps(settings))
         c.getresponse().read()
 

@@ -73,7 +73,7 @@ TEST(router_file, mistakes_are_refused_with_the_set_and_key_named) {
   EXPECT_EQ(error_of(R"({"worker_sets": [{"name": "a", "model": "m", "workers": []}]})"),
             "worker set \"a\": \"workers\" must be a non-empty array");
   EXPECT_EQ(error_of(R"({"worker_sets": [{"name": "a", "model": "m", "workers": [{"url": "h:1"}]}]})"),
-            "worker set \"a\" worker 0: worker \"h:1,dp_size=1\": must start with the worker's http:// URL");
+            "worker set \"a\" worker 0: worker \"h:1,dp_size=1\": must start with the worker's http:// or https:// URL");
   EXPECT_EQ(error_of(R"({"worker_sets": [{"name": "a", "model": "m", "workers": [{"url": "http://h:1", "kv_events": "h:5557"}]}]})"),
             "worker set \"a\" worker 0: worker \"http://h:1,kv_events=h:5557,dp_size=1\": kv_events must be a ZeroMQ endpoint such as tcp://host:5557");
   EXPECT_EQ(error_of(R"({"worker_sets": [{"name": "a", "model": "m", "workers": [{"url": "http://h:1", "id": "x"}, {"url": "http://h:2", "id": "x"}]}]})"),

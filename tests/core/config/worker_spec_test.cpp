@@ -37,7 +37,7 @@ TEST(worker_spec, the_older_kv_and_dp_keys_still_read_and_are_reported_with_thei
 }
 
 TEST(worker_spec, errors_name_the_bad_part) {
-  EXPECT_EQ(parse_worker_spec("h:8000").error().message, "worker \"h:8000\": must start with the worker's http:// URL");
+  EXPECT_EQ(parse_worker_spec("h:8000").error().message, "worker \"h:8000\": must start with the worker's http:// or https:// URL");
   EXPECT_EQ(parse_worker_spec("http://h,kv_events=h:5557").error().message,
             "worker \"http://h,kv_events=h:5557\": kv_events must be a ZeroMQ endpoint such as tcp://host:5557");
   EXPECT_EQ(parse_worker_spec("http://h,dp_size=0").error().message, "worker \"http://h,dp_size=0\": dp_size must be a rank count from 1 to 1024");
@@ -49,8 +49,8 @@ TEST(worker_spec, errors_name_the_bad_part) {
 TEST(worker_spec, urls_with_ports_out_of_range_or_schemes_kvrouter_cannot_speak_are_refused) {
   EXPECT_EQ(parse_worker_spec("http://h:99999").error().message, "worker \"http://h:99999\": bad URL: bad port 99999");
   EXPECT_EQ(parse_worker_spec("http://h:0").error().message, "worker \"http://h:0\": bad URL: bad port 0");
-  EXPECT_EQ(parse_worker_spec("https://h:8000").error().message,
-            "worker \"https://h:8000\": https worker URLs are not supported (kvrouter speaks plain HTTP to workers)");
+  EXPECT_EQ(parse_worker_spec("https://h")->url, "https://h") << "https workers are spoken to over TLS";
+  EXPECT_EQ(parse_worker_spec("ftp://h").error().message, "worker \"ftp://h\": must start with the worker's http:// or https:// URL");
   EXPECT_FALSE(parse_worker_spec("http://:8000"));
   EXPECT_FALSE(parse_worker_spec("http://h:8000?x=1"));
   EXPECT_EQ(parse_worker_spec("http://h,kv_events=tcp://h:99999").error().message,
