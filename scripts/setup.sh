@@ -27,6 +27,7 @@ packages=(
   gnuplot-nox                    # kvrouter-bench's TTFT plot
   clang-16 libclang-rt-16-dev     # libFuzzer for the KV-event decoder (tests/fuzz)
   etcd-server                     # discovery tests against a real etcd
+  chromium                        # the status page's test (headless, driven by playwright-core)
 )
 
 # Node.js comes with this machine image; a bare Debian gets Debian's.

@@ -168,7 +168,18 @@ void http_ingress::set_fault_injector(std::function<void(std::string, std::strin
   impl_->inject_fault = std::move(inject);
 }
 
+void http_ingress::impl::sample_traffic() {
+  traffic.sample(*current_table(), uptime_seconds());
+  auto& timer = threads.front()->traffic_timer;
+  timer.expires_after(std::chrono::duration_cast<ingress::clock_type::duration>(
+      std::chrono::duration<double>(traffic_recorder::sample_period_seconds)));
+  timer.async_wait([this](boost::system::error_code ec) {
+    if (!ec) sample_traffic();
+  });
+}
+
 void http_ingress::run() {
+  impl_->sample_traffic();
   std::vector<std::thread> others;
   for (auto& thread : impl_->threads) {
     impl_->accept(*thread);

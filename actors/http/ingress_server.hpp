@@ -25,6 +25,7 @@
 #include "actors/http/http_ingress.hpp"
 #include "actors/http/ingress_probe.hpp"
 #include "actors/http/local_routing.hpp"
+#include "actors/http/status_page.hpp"
 #include "core/prompt/openai.hpp"
 
 namespace kvr {
@@ -85,6 +86,7 @@ struct io_thread {
   asio::steady_timer lifecycle_timer{io};
   asio::steady_timer sweep_timer{io};
   asio::steady_timer drain_timer{io};  ///< thread 0 only: the drain's delay, then its progress checks
+  asio::steady_timer traffic_timer{io};  ///< thread 0 only: the status page's samples
 
   [[nodiscard]] std::unique_ptr<upstream_connection> take_idle(const std::string& url);
   void give_back(const std::string& url, std::unique_ptr<upstream_connection> connection);
@@ -114,6 +116,8 @@ struct http_ingress::impl {
   /// Set once by drain(): /ready answers 503, answers carry `Connection: close`.
   std::atomic<bool> draining{false};
   std::unique_ptr<access_log> access;  ///< --access-log; null when off
+  const ingress::clock_type::time_point started = ingress::clock_type::now();
+  traffic_recorder traffic;  ///< the status page's history, sampled on thread 0
   /// Trust for https:// workers (system CAs + --worker-ca-file); made at start-up.
   std::shared_ptr<ingress::asio::ssl::context> worker_tls;
 
@@ -132,6 +136,11 @@ struct http_ingress::impl {
   /// the grace period is over (on thread 0).
   void finish_drain(std::chrono::steady_clock::time_point give_up);
   void wait_for_drained(std::chrono::steady_clock::time_point give_up);
+  /// Samples every set's traffic for the status page, every traffic_recorder::sample_period_seconds.
+  void sample_traffic();
+  [[nodiscard]] double uptime_seconds() const {
+    return std::chrono::duration<double>(ingress::clock_type::now() - started).count();
+  }
   std::string metrics_text();
 };
 

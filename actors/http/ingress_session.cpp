@@ -239,6 +239,10 @@ class session final : public std::enable_shared_from_this<session>, public timed
     if (path == "/v1/models") return handle_models();
     if (path == "/v1/router/sets") return send(http::status::ok, sets_page(*server_.current_table()), "application/json");
     if (path == "/metrics") return send(http::status::ok, server_.metrics_text(), "text/plain; version=0.0.4");
+    if (path == "/" || path == "/dashboard") return send(http::status::ok, std::string(status_page_html()), "text/html; charset=utf-8");
+    if (path == "/v1/router/status")
+      return send(http::status::ok, server_.traffic.status_json(*server_.current_table(), server_.uptime_seconds()),
+                  "application/json");
     return send_error({api_errc::not_found, fmt::format("no route for {}", path), {}});
   }
 

@@ -99,6 +99,16 @@ void write_set_metrics(std::string& out, const routing_table& table) {
   for (const worker_set_route& set : table.sets)
     out += fmt::format("kvrouter_set_kv_batches_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
                        set.snapshot->load()->kv_batches);
+  out += "# HELP kvrouter_set_prompt_blocks_routed_total Blocks of the prompts routed with prefix overlap scored.\n"
+         "# TYPE kvrouter_set_prompt_blocks_routed_total counter\n";
+  for (const worker_set_route& set : table.sets)
+    out += fmt::format("kvrouter_set_prompt_blocks_routed_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
+                       set.snapshot->load()->prompt_blocks_routed);
+  out += "# HELP kvrouter_set_overlap_blocks_routed_total Of them, blocks the chosen worker cached (hit rate = this / prompt blocks).\n"
+         "# TYPE kvrouter_set_overlap_blocks_routed_total counter\n";
+  for (const worker_set_route& set : table.sets)
+    out += fmt::format("kvrouter_set_overlap_blocks_routed_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
+                       set.snapshot->load()->overlap_blocks_routed);
   // A counter per set, read from one of the set's shared counter blocks (absent: no sample).
   auto counter_family = [&](std::string_view name, std::string_view help, auto counters_of, auto value_of) {
     out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);

@@ -123,6 +123,10 @@ route_decision worker_set_router::decide(const route_query& query, time_point no
     return decision;
   }
   book({query.request_id, chosen->worker, query.prompt_tokens, decision.overlap_blocks}, now, query.sequence_hashes);
+  if (uses_prefix_overlap(config)) {
+    prompt_blocks_routed_ += query.sequence_hashes.size();
+    overlap_blocks_routed_ += decision.overlap_blocks;
+  }
   // Approximate mode: the chosen worker will cache this prompt (publisher ids are worker ids).
   if (uses_prefix_overlap(config) && !config.use_kv_events && !query.sequence_hashes.empty())
     index_->insert_predicted(chosen->worker, query.sequence_hashes, now);
@@ -217,6 +221,8 @@ worker_set_status worker_set_router::status(time_point now) const {
                               .last_kv_batch_age = latest_batch[w] ? std::optional(now - *latest_batch[w]) : std::nullopt});
   }
   status.routed = routed_total_;
+  status.prompt_blocks_routed = prompt_blocks_routed_;
+  status.overlap_blocks_routed = overlap_blocks_routed_;
   status.dry_runs = dry_runs_;
   status.unroutable = unroutable_;
   status.expired_bookings = active_->counters().expired;

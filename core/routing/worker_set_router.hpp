@@ -67,6 +67,10 @@ struct worker_set_status {
   };
   std::vector<worker> workers;
   std::uint64_t routed = 0;
+  /// Blocks of the prompts routed with prefix overlap scored, and of them the blocks the chosen
+  /// worker cached (their ratio is the set's hit rate; 0 where overlap is not scored).
+  std::uint64_t prompt_blocks_routed = 0;
+  std::uint64_t overlap_blocks_routed = 0;
   std::uint64_t dry_runs = 0;
   std::uint64_t unroutable = 0;
   std::uint64_t expired_bookings = 0;
@@ -146,6 +150,7 @@ class worker_set_router {
   std::vector<worker_state> workers_;
   std::vector<kv_event_counters> events_;  ///< per publisher
   std::vector<std::optional<time_point>> last_batch_;  ///< per publisher
+  std::uint64_t prompt_blocks_routed_ = 0, overlap_blocks_routed_ = 0;
   std::uint64_t routed_total_ = 0, dry_runs_ = 0, unroutable_ = 0, clears_ = 0;
   // Reused per request.
   std::vector<std::uint32_t> publisher_overlaps_, worker_overlaps_, active_overlaps_;

@@ -61,6 +61,17 @@ TEST(worker_set_router, sends_a_prompt_to_the_worker_whose_events_show_its_longe
   EXPECT_EQ(decision.prompt_blocks, 4u);
 }
 
+TEST(worker_set_router, counts_the_prompt_blocks_it_routes_and_those_found_cached_but_not_dry_runs) {
+  worker_set_router router(kv_set(2));
+  router.on_kv_batch(1, false, stored_batch({10, 20, 30}), t0);
+  ASSERT_TRUE(router.decide(query_builder{request_hashes({10, 20, 30, 40})}.query(1), t0).ok());
+  ASSERT_TRUE(router.decide(query_builder{request_hashes({50, 60})}.query(2), t0).ok());
+  ASSERT_TRUE(router.decide(query_builder{request_hashes({10, 20})}.query(3, true), t0).ok());
+  const worker_set_status status = router.status(t0);
+  EXPECT_EQ(status.prompt_blocks_routed, 6u);
+  EXPECT_EQ(status.overlap_blocks_routed, 3u);
+}
+
 TEST(worker_set_router, takes_the_best_rank_of_a_data_parallel_worker_as_its_overlap) {
   // Publishers 0 and 1 are ranks of worker 0; publisher 2 is worker 1.
   worker_set_router router(kv_set(2, {0, 0, 1}));
