@@ -144,7 +144,21 @@ int run_kv_dump(const std::vector<std::string>& args) {
     std::cout << out.dump() << std::endl;
     ++printed;
   };
+  // ZeroMQ connects in the background and never says an endpoint is dead: a monitor tells
+  // whether the connection was ever made, so a dump of nothing can say why and fail.
+  bool connected = false, replay_failed = false;
+  zmq::socket_t monitor(context, zmq::socket_type::pair);
+  auto saw_connection = [&] {
+    zmq::message_t event;
+    while (!connected && monitor.recv(event, zmq::recv_flags::dontwait)) {
+      if (event.more()) (void)monitor.recv(event, zmq::recv_flags::dontwait);  // the address frame
+      connected = true;
+    }
+    return connected;
+  };
   try {
+    if (zmq_socket_monitor(sub.handle(), "inproc://kv-dump-monitor", ZMQ_EVENT_CONNECTED) != 0) throw zmq::error_t();
+    monitor.connect("inproc://kv-dump-monitor");
     sub.connect(connect);
     if (!replay.empty()) {
       zmq::socket_t dealer(context, zmq::socket_type::dealer);
@@ -160,6 +174,7 @@ int run_kv_dump(const std::vector<std::string>& args) {
         frames.clear();
         if (!zmq::recv_multipart(dealer, std::back_inserter(frames))) {
           std::cerr << "kvrouter kv-dump: no answer from the replay endpoint " << replay << " within 5 s\n";
+          replay_failed = true;
           break;
         }
         if (frames.size() < 3) continue;
@@ -173,15 +188,21 @@ int run_kv_dump(const std::vector<std::string>& args) {
     std::vector<zmq::message_t> frames;
     while (std::chrono::steady_clock::now() < deadline && (count == 0 || printed < count)) {
       frames.clear();
+      saw_connection();
       if (!zmq::recv_multipart(sub, std::back_inserter(frames))) continue;
       if (frames.size() != 3) continue;
+      connected = true;
       print(be64(frames[1]), frames[0].to_string_view(), "live", frames[2]);
     }
   } catch (const zmq::error_t& e) {
     std::cerr << "kvrouter kv-dump: " << e.what() << "\n";
     return 1;
   }
-  return 0;
+  if (!saw_connection()) {
+    std::cerr << "kvrouter kv-dump: never connected to " << connect << " (is the engine publishing there?)\n";
+    return 1;
+  }
+  return replay_failed ? 1 : 0;
 }
 
 }  // namespace kvr::cli

@@ -4,7 +4,8 @@ answers --help (exit 0); serving without any worker is an error that says what i
 (exit 2); describe refuses --config and points to explain; at start-up each set says what it
 does with each kind of prompt and warns about paths that route on load alone; --tokenizer takes a
 HuggingFace model directory; explain checks the tokenizers serving would load; worker specs take
-the config file's key names, and the older kv= / dp= with a warning.
+the config file's key names, and the older kv= / dp= with a warning; kv-dump fails on an endpoint
+it never connected to.
 Usage: cli_test.py PATH/TO/kvrouter"""
 import json
 import os
@@ -86,6 +87,15 @@ try:
     router.stop()
 finally:
     worker.stop()
+# Tools exit non-zero when they fail: kv-dump against an endpoint nobody publishes on says so.
+code, out = run("kv-dump", "--connect", "tcp://127.0.0.1:9", "--duration", "0.5")
+f.check(code == 1 and "never connected to tcp://127.0.0.1:9" in out, f"kv-dump of a dead endpoint fails, saying why ({code}: {out.strip()})")
+import zmq
+publisher = zmq.Context.instance().socket(zmq.PUB)
+idle_port = publisher.bind_to_random_port("tcp://127.0.0.1")
+code, out = run("kv-dump", "--connect", f"tcp://127.0.0.1:{idle_port}", "--duration", "0.5")
+f.check(code == 0 and not out.strip(), f"kv-dump of an idle engine prints nothing and succeeds ({code}: {out.strip()})")
+publisher.close(0)
 code, out = run("--model", "m", "--worker", "http://127.0.0.1:9,dp_size=0")
 f.check(code == 2 and "dp_size must be a rank count" in out, f"a bad dp_size is named as spelled now ({out.strip()})")
 f.exit()
