@@ -12,6 +12,9 @@ namespace kvr::ingress {
 inline constexpr boost::beast::string_view dry_run_header = "x-kvrouter-dry-run";
 /// The request header that sets a request's class in its set's queue: high, normal or low.
 inline constexpr boost::beast::string_view priority_header = "x-kvrouter-priority";
+/// The request header that pins a request to one worker of its set, by name (canaries,
+/// debugging); in answers, the same name says where a request went.
+inline constexpr boost::beast::string_view worker_header = "x-kvrouter-worker";
 
 /// Fields that describe one hop's connection, never forwarded (RFC 9110 §7.6.1), plus those
 /// kvrouter writes itself (framing, Host) and its own routing headers.
@@ -30,7 +33,8 @@ inline bool is_request_field_replaced(const boost::beast::http::fields::value_ty
       return true;
     default:
       return boost::beast::iequals(field.name_string(), dry_run_header) ||
-             boost::beast::iequals(field.name_string(), priority_header);
+             boost::beast::iequals(field.name_string(), priority_header) ||
+             boost::beast::iequals(field.name_string(), worker_header);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "actors/http/request_router.hpp"
 #include "actors/http/set_metrics.hpp"
 #include "core/common/http_url.hpp"
+#include "core/common/multipart.hpp"
 
 namespace kvr::ingress {
 namespace {
@@ -233,10 +234,12 @@ class session final : public std::enable_shared_from_this<session>, public timed
       if (!post) return send_error({api_errc::method_not_allowed, "use POST", {}});
       return handle_fault();
     }
+    if (!is_own_route(path)) return handle_passthrough(path);
     if (!get) return send_error({api_errc::method_not_allowed, "use GET", {}});
     if (path == "/health") return send(http::status::ok, R"({"status":"ok"})", "application/json");
     if (path == "/ready") return handle_ready(target);
     if (path == "/v1/models") return handle_models();
+    if (path.starts_with("/v1/models/")) return handle_model(path_segment_decoded(path.substr(11)).value_or(std::string(path.substr(11))));
     if (path == "/v1/router/sets") return send(http::status::ok, sets_page(*server_.current_table()), "application/json");
     if (path == "/metrics") return send(http::status::ok, server_.metrics_text(), "text/plain; version=0.0.4");
     if (path == "/" || path == "/dashboard") return send(http::status::ok, std::string(status_page_html()), "text/html; charset=utf-8");
@@ -244,6 +247,12 @@ class session final : public std::enable_shared_from_this<session>, public timed
       return send(http::status::ok, server_.traffic.status_json(*server_.current_table(), server_.uptime_seconds()),
                   "application/json");
     return send_error({api_errc::not_found, fmt::format("no route for {}", path), {}});
+  }
+
+  /// Routes kvrouter answers itself; every other one is the engines' and passes through.
+  [[nodiscard]] static bool is_own_route(std::string_view path) {
+    return path == "/health" || path == "/ready" || path == "/metrics" || path == "/" || path == "/dashboard" ||
+           path == "/v1/models" || path.starts_with("/v1/models/") || path.starts_with("/v1/router/");
   }
 
   /// `/ready`: some set has a routable worker; `/ready?model=M`: M's set has one.
@@ -263,11 +272,21 @@ class session final : public std::enable_shared_from_this<session>, public timed
     send(http::status::service_unavailable, R"({"status":"no routable worker"})", "application/json");
   }
 
+  static nlohmann::json model_object(const worker_set_route& set) {
+    return {{"id", set.model}, {"object", "model"}, {"created", 0}, {"owned_by", "kvrouter"}};
+  }
+
   void handle_models() {
     nlohmann::json data = nlohmann::json::array();
-    for (const worker_set_route& set : server_.current_table()->sets)
-      data.push_back({{"id", set.model}, {"object", "model"}, {"created", 0}, {"owned_by", "kvrouter"}});
+    for (const worker_set_route& set : server_.current_table()->sets) data.push_back(model_object(set));
     send(http::status::ok, nlohmann::json{{"object", "list"}, {"data", std::move(data)}}.dump(), "application/json");
+  }
+
+  /// `GET /v1/models/{id}` (ids such as `Qwen/Qwen3-0.6B` keep their slash).
+  void handle_model(const std::string& id) {
+    const auto table = server_.current_table();
+    if (const worker_set_route* set = table->find(id)) return send(http::status::ok, model_object(*set).dump(), "application/json");
+    send_error({api_errc::unknown_model, fmt::format("The model `{}` does not exist.", id), "model"});
   }
 
   /// `{"set": NAME, "component": kv_subscriber | health_checker | media_fetcher | scorer | hasher}`:
@@ -283,21 +302,73 @@ class session final : public std::enable_shared_from_this<session>, public timed
 
   // -- routed requests -----------------------------------------------------------------------
   void handle_completion(api_endpoint endpoint) {
-    std::string& body = request_.body();
-    const std::size_t size = body.size();
-    body.reserve(size + request_parser::padding);
-    auto parsed = thread_.json.parse(endpoint, std::string_view(body.data(), size), body.capacity());
+    auto parsed = parse_body(endpoint);
     if (!parsed) return send_error(parsed.error());
-    if (auto refused = beyond_limits(*parsed)) return send_error(*refused);
     auto table = server_.current_table();
     const worker_set_route* set = table->find(parsed->model);
     if (set == nullptr)
       return send_error({api_errc::unknown_model, fmt::format("The model `{}` does not exist.", parsed->model), "model"});
-    const auto options = routing_options();
+    route_request(std::move(table), *set, std::move(*parsed));
+  }
+
+  std::expected<routing_request, api_error> parse_body(api_endpoint endpoint) {
+    std::string& body = request_.body();
+    const std::size_t size = body.size();
+    body.reserve(size + request_parser::padding);
+    return thread_.json.parse(endpoint, std::string_view(body.data(), size), body.capacity());
+  }
+
+  /// Any route kvrouter does not serve itself goes to a worker of the set whose model the body
+  /// names (a JSON `model`, or the `model` field of a multipart upload), else of the only set.
+  /// SGLang's `/generate` routes on its prompt; the rest on load, the prompt's length estimated
+  /// from the body. A body kvrouter cannot read is the engine's to judge, when the set is known.
+  void handle_passthrough(std::string_view path) {
+    const api_endpoint endpoint = path == "/generate" ? api_endpoint::generate : api_endpoint::other;
+    const std::string& body = request_.body();
+    routing_request request;
+    request.endpoint = endpoint;
+    std::optional<api_error> unreadable;
+    const auto content_type = request_.find(http::field::content_type);
+    const auto boundary = content_type == request_.end()
+                              ? std::nullopt
+                              : multipart_boundary(std::string_view(content_type->value().data(), content_type->value().size()));
+    if (boundary) {
+      if (const auto model = multipart_field(body, *boundary, "model")) request.model = *model;
+    } else if (const auto first = body.find_first_not_of(" \t\r\n"); first != std::string::npos && body[first] == '{') {
+      auto parsed = parse_body(endpoint);
+      if (parsed) request = std::move(*parsed);
+      else unreadable = parsed.error();
+    }
+    if (request.prompt_tokens == 0) request.prompt_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(body.size() / 4, UINT32_MAX));
+    auto table = server_.current_table();
+    const worker_set_route* set = nullptr;
+    if (!request.model.empty()) {
+      set = table->find(request.model);
+      if (set == nullptr)
+        return send_error({api_errc::unknown_model, fmt::format("The model `{}` does not exist.", request.model), "model"});
+    } else if (table->sets.size() == 1) {
+      set = &table->sets.front();
+    } else if (unreadable) {
+      return send_error(*unreadable);
+    } else {
+      std::string models;
+      for (const worker_set_route& s : table->sets) models += (models.empty() ? "" : ", ") + s.model;
+      return send_error({table->sets.empty() ? api_errc::no_worker_available : api_errc::invalid_request,
+                         table->sets.empty() ? std::string("no worker set is configured")
+                                             : fmt::format("{} {} is passed to a worker of the model the body names: give \"model\" (one of {})",
+                                                           std::string_view(request_.method_string().data(), request_.method_string().size()), path, models),
+                         "model"});
+    }
+    route_request(std::move(table), *set, std::move(request));
+  }
+
+  void route_request(std::shared_ptr<const routing_table> table, const worker_set_route& set, routing_request request) {
+    if (auto refused = beyond_limits(request)) return send_error(*refused);
+    const auto options = routing_options(set);
     if (!options) return send_error(options.error());
     const std::uint64_t id = server_.next_request_id++;
     take_request_id(id);
-    router_.start(std::move(table), *set, std::make_shared<const routing_request>(std::move(*parsed)), id, *options,
+    router_.start(std::move(table), set, std::make_shared<const routing_request>(std::move(request)), id, *options,
                   [this] { return make_sink(); });
     start_access_record();
     state_ = state::routing;
@@ -305,11 +376,22 @@ class session final : public std::enable_shared_from_this<session>, public timed
     act(router_.route());
   }
 
-  /// `x-kvrouter-dry-run: 1` and `x-kvrouter-priority: high | normal | low` (normal if absent).
-  [[nodiscard]] std::expected<request_options, api_error> routing_options() const {
+  /// `x-kvrouter-dry-run: 1`, `x-kvrouter-priority: high | normal | low` (normal if absent) and
+  /// `x-kvrouter-worker: NAME` (a worker of `set`).
+  [[nodiscard]] std::expected<request_options, api_error> routing_options(const worker_set_route& set) const {
     request_options options;
     const auto dry_run = request_.find(dry_run_header);
     options.dry_run = dry_run != request_.end() && dry_run->value() == "1";
+    if (const auto pinned = request_.find(worker_header); pinned != request_.end()) {
+      const std::string_view name(pinned->value().data(), pinned->value().size());
+      const auto it = std::find_if(set.workers.begin(), set.workers.end(), [&](const worker_target& w) { return w.name == name; });
+      if (it == set.workers.end())
+        return std::unexpected(api_error{api_errc::invalid_request,
+                                         fmt::format("x-kvrouter-worker: the set of model {} has no worker \"{}\"", set.model,
+                                                     name.substr(0, 128)),
+                                         {}});
+      options.pinned_worker = static_cast<std::uint32_t>(it - set.workers.begin());
+    }
     const auto given = request_.find(priority_header);
     if (given == request_.end()) return options;
     const std::string_view value(given->value().data(), given->value().size());

@@ -70,7 +70,7 @@ route_verdict request_router::answer(const api_error& error) {
 }
 
 route_verdict request_router::route() {
-  routed_locally_ = decides_without_state(set_->config) && !options_.dry_run;
+  routed_locally_ = (decides_without_state(set_->config) || options_.pinned_worker) && !options_.dry_run;
   if (routed_locally_) return route_locally();
   // Requests waiting in the set's queue are bounded by the queue itself.
   const std::uint32_t bound =
@@ -96,9 +96,9 @@ route_verdict request_router::route() {
   return {};
 }
 
-/// Round-robin and random: picked here, booked through the thread's lifecycle reporter.
+/// Round-robin, random and pinned requests: picked here, booked through the thread's lifecycle reporter.
 route_verdict request_router::route_locally() {
-  const auto worker = thread_.local.pick(*set_, excluded_);
+  const auto worker = options_.pinned_worker ? std::optional(*options_.pinned_worker) : thread_.local.pick(*set_, excluded_);
   if (!worker) {
     route_decision none;
     none.failure = excluded_.empty() ? route_failure::no_healthy_worker : route_failure::every_worker_failed;
@@ -132,7 +132,7 @@ void request_router::blame_worker() {
 route_verdict request_router::on_worker_failed(std::string_view why) {
   blame_worker();
   excluded_.push_back(worker_);
-  if (attempts_ <= limits_.max_retries) {
+  if (attempts_ <= limits_.max_retries && !options_.pinned_worker) {
     probe_.retried();
     return route();
   }

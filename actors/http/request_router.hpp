@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,9 @@ struct route_verdict {
 struct request_options {
   bool dry_run = false;  ///< decide, but book nothing and answer with the decision
   request_priority priority = request_priority::normal;  ///< its place in the set's queue
+  /// `x-kvrouter-worker: NAME`: this worker of the set, healthy or not, with no retry elsewhere
+  /// (booked and counted like any request).
+  std::optional<std::uint32_t> pinned_worker;
 };
 
 /// The answer a client gets when routing chose no worker (`decision` says why).

@@ -1,6 +1,7 @@
 #include <utility>  // before Asio under g++ 12
 
 #include "app/mocker/http_server.hpp"
+#include "app/mocker/other_routes.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -39,6 +40,12 @@ struct http_server::impl {
       : settings(std::move(s)), ranks(r), prompts(p) {}
 
   std::atomic<std::size_t> rotation{0};
+
+  /// The longest sequence one rank's cache holds (what /tokenize reports as max_model_len).
+  std::uint32_t max_model_len() const {
+    const rank_snapshot s = ranks.front()->snapshot();
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(std::uint64_t{s.num_blocks} * s.block_size, UINT32_MAX));
+  }
 
   /// The rank with the fewest requests; ties rotate, so idle ranks share the traffic.
   engine_loop& least_loaded(std::size_t& rank) {
@@ -123,7 +130,15 @@ class session : public std::enable_shared_from_this<session> {
       return generate(request.body(), path == "/v1/chat/completions");
     if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/health" || path == "/metrics")
       return respond(405, error_json("method not allowed", "invalid_request_error", 405));
-    respond(404, error_json("no route " + path, "invalid_request_error", 404));
+    const auto method = request.method_string();
+    const auto content_type = request[http::field::content_type];
+    auto answer = answer_other_route({.method = std::string_view(method.data(), method.size()),
+                                      .target = target,
+                                      .path = path,
+                                      .content_type = std::string_view(content_type.data(), content_type.size()),
+                                      .body = request.body()},
+                                     server_.settings.model, server_.prompts, server_.max_model_len());
+    respond(answer.status, std::move(answer.body), true, answer.content_type);
   }
 
   void generate(const std::string& body, bool chat) {

@@ -69,10 +69,10 @@ int hex_value(char c) {
   return -1;
 }
 
-std::optional<std::string> percent_decoded(std::string_view text) {
+std::optional<std::string> percent_decoded(std::string_view text, bool plus_is_space) {
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '+') {
+    if (text[i] == '+' && plus_is_space) {
       out += ' ';
     } else if (text[i] != '%') {
       out += text[i];
@@ -99,11 +99,13 @@ std::optional<std::string> query_parameter(std::string_view target, std::string_
     const std::string_view pair = query.substr(0, amp);
     query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
     const std::size_t eq = pair.find('=');
-    const auto key = percent_decoded(pair.substr(0, eq));
+    const auto key = percent_decoded(pair.substr(0, eq), true);
     if (!key || *key != name) continue;
-    return percent_decoded(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
+    return percent_decoded(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1), true);
   }
   return std::nullopt;
 }
+
+std::optional<std::string> path_segment_decoded(std::string_view segment) { return percent_decoded(segment, false); }
 
 }  // namespace kvr

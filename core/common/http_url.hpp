@@ -27,5 +27,8 @@ struct parsed_url {
 /// The first value of query parameter `name` in a request target (`/ready?model=a%2Fb`),
 /// percent-decoded and with `+` as a space; nullopt when absent or badly encoded.
 [[nodiscard]] std::optional<std::string> query_parameter(std::string_view target, std::string_view name);
+/// A path's part percent-decoded (`Qwen%2FQwen3` -> `Qwen/Qwen3`; `+` stays); nullopt when
+/// badly encoded.
+[[nodiscard]] std::optional<std::string> path_segment_decoded(std::string_view segment);
 
 }  // namespace kvr

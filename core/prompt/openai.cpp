@@ -134,42 +134,44 @@ std::expected<void, api_error> read_messages(ondemand::value value, routing_requ
 
 /// `prompt`: a string, an array of strings (the first routes), an array of token ids, or an
 /// array of token-id arrays (the first routes).
-std::expected<void, api_error> read_prompt(ondemand::value value, routing_request& request) {
+/// A prompt field (`prompt`; `text` or `input_ids` of /generate, named by `field` in errors):
+/// a string, strings, token ids, or arrays of token ids; of a batch, the first routes.
+std::expected<void, api_error> read_prompt(ondemand::value value, routing_request& request, const std::string& field) {
   ondemand::json_type type;
-  if (value.type().get(type)) return invalid("malformed prompt", "prompt");
+  if (value.type().get(type)) return invalid("malformed " + field, field);
   if (type == ondemand::json_type::string) {
     std::string_view text;
-    if (auto error = value.get_string().get(text)) return bad_string(error, "malformed prompt", "prompt");
+    if (auto error = value.get_string().get(text)) return bad_string(error, "malformed " + field, field);
     request.prompt_text = text;
     return {};
   }
   ondemand::array items;
   if (type != ondemand::json_type::array || value.get_array().get(items))
-    return invalid("prompt must be a string, an array of strings or an array of token ids", "prompt");
+    return invalid(field + " must be a string, an array of strings or an array of token ids", field);
   bool first = true;
   for (auto item : items) {
     ondemand::json_type item_type;
-    if (item.type().get(item_type)) return invalid("malformed prompt", "prompt");
+    if (item.type().get(item_type)) return invalid("malformed " + field, field);
     if (item_type == ondemand::json_type::number) {
       std::uint64_t token = 0;
       if (item.get_uint64().get(token) || token > std::numeric_limits<std::uint32_t>::max())
-        return invalid("prompt token ids must be integers in 0..2^32-1", "prompt");
+        return invalid(field + " token ids must be integers in 0..2^32-1", field);
       request.prompt_token_ids.push_back(static_cast<std::uint32_t>(token));
     } else if (item_type == ondemand::json_type::string) {
       std::string_view text;
-      if (auto error = item.get_string().get(text)) return bad_string(error, "malformed prompt", "prompt");
+      if (auto error = item.get_string().get(text)) return bad_string(error, "malformed " + field, field);
       if (first) request.prompt_text = text;
     } else if (item_type == ondemand::json_type::array) {
       ondemand::array tokens;
-      if (item.get_array().get(tokens)) return invalid("malformed prompt", "prompt");
+      if (item.get_array().get(tokens)) return invalid("malformed " + field, field);
       for (auto token_value : tokens) {
         std::uint64_t token = 0;
         if (token_value.get_uint64().get(token) || token > std::numeric_limits<std::uint32_t>::max())
-          return invalid("prompt token ids must be integers in 0..2^32-1", "prompt");
+          return invalid(field + " token ids must be integers in 0..2^32-1", field);
         if (first) request.prompt_token_ids.push_back(static_cast<std::uint32_t>(token));
       }
     } else {
-      return invalid("prompt must be a string, an array of strings or an array of token ids", "prompt");
+      return invalid(field + " must be a string, an array of strings or an array of token ids", field);
     }
     first = false;
   }
@@ -281,10 +283,14 @@ std::expected<routing_request, api_error> request_parser::parse(api_endpoint end
         return invalid("add_generation_prompt must be true or false", "add_generation_prompt");
     } else if (key == "prompt" && endpoint == api_endpoint::completions) {
       has_prompt = true;
-      if (auto read = read_prompt(field.value(), request); !read) return std::unexpected(read.error());
+      if (auto read = read_prompt(field.value(), request, "prompt"); !read) return std::unexpected(read.error());
+    } else if ((key == "text" || key == "input_ids") && endpoint == api_endpoint::generate) {
+      if (auto read = read_prompt(field.value(), request, std::string(key)); !read) return std::unexpected(read.error());
     }
   }
-  if (request.model.empty()) return invalid("you must provide a model parameter", "model");
+  // Routes passed through may name no model (SGLang's /generate never does): the only set takes them.
+  const bool model_required = endpoint == api_endpoint::chat_completions || endpoint == api_endpoint::completions;
+  if (model_required && request.model.empty()) return invalid("you must provide a model parameter", "model");
   if (endpoint == api_endpoint::chat_completions && request.messages.empty())
     return invalid("messages is required", "messages");
   if (endpoint == api_endpoint::completions && !has_prompt) return invalid("prompt is required", "prompt");
@@ -292,7 +298,7 @@ std::expected<routing_request, api_error> request_parser::parse(api_endpoint end
   if (!request.prompt_token_ids.empty()) {
     request.prompt_tokens = static_cast<std::uint32_t>(request.prompt_token_ids.size());
   } else {
-    std::size_t bytes = request.prompt_text.size();
+    std::size_t bytes = endpoint == api_endpoint::other ? body.size() : request.prompt_text.size();
     for (const chat_message& m : request.messages) bytes += m.text.size() + 16;
     request.prompt_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(bytes / 4, UINT32_MAX));
   }

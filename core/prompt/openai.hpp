@@ -2,7 +2,8 @@
 /// OpenAI request parsing into what routing needs, and OpenAI-shaped errors.
 ///
 /// The body is parsed once with simdjson on-demand, reading only `model`, `stream`, `prompt`
-/// and `messages`; the original bytes are what the worker receives.
+/// (`text` / `input_ids` for `/generate`) and `messages`; the original bytes are what the
+/// worker receives.
 
 #include <cstdint>
 #include <expected>
@@ -15,7 +16,11 @@
 
 namespace kvr {
 
-enum class api_endpoint : std::uint8_t { chat_completions, completions };
+/// What a request body is read for. Chat and text completions route on their prompts, and so
+/// does SGLang's `/generate` (`text` or `input_ids`; of a batch, the first routes). Every other
+/// route kvrouter passes through (`other`) is read for `model` and `stream` only and routes on
+/// load, its prompt estimated from the body's size.
+enum class api_endpoint : std::uint8_t { chat_completions, completions, generate, other };
 
 /// Every error the API answers with, mapped to one status and OpenAI error type.
 enum class api_errc : std::uint8_t {

@@ -1,4 +1,5 @@
-// libFuzzer target: arbitrary bytes as a chat and as a completion request body, through what
+// libFuzzer target: arbitrary bytes as a chat, completion, /generate, pass-through and multipart
+// upload request body, through what
 // kvrouter does with a body before it reaches a worker: the shape check, the routing inputs,
 // the prompt plan, the chat template (ChatML, with tools and kwargs) and the Qwen3 tokenizer.
 // Whatever the bytes, each step returns a value or an error; ASan, UBSan and -malloc_limit_mb
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/common/multipart.hpp"
 #include "core/prompt/chat_template.hpp"
 #include "core/prompt/openai.hpp"
 #include "core/prompt/prompt_plan.hpp"
@@ -31,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static kvr::request_parser parser;
   std::string body(reinterpret_cast<const char*>(data), size);
   body.reserve(size + kvr::request_parser::padding);
-  for (auto endpoint : {kvr::api_endpoint::chat_completions, kvr::api_endpoint::completions}) {
+  for (auto endpoint : {kvr::api_endpoint::chat_completions, kvr::api_endpoint::completions, kvr::api_endpoint::generate,
+                        kvr::api_endpoint::other}) {
     auto request = parser.parse(endpoint, std::string_view(body.data(), size), body.capacity());
     if (!request) continue;
     const auto plan = kvr::plan_prompt(*request, {.tokenizer = true, .chat = true, .images = true});
@@ -45,6 +48,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } else if (plan.path == kvr::prompt_path::text) {
       qwen3().encode(request->prompt_text, tokens);
     }
+  }
+  // As an upload (multipart/form-data): its first line the Content-Type, the rest the body.
+  const std::string_view bytes(body.data(), size);
+  const std::size_t line = bytes.find('\n');
+  if (line != std::string_view::npos) {
+    const auto boundary = kvr::multipart_boundary(bytes.substr(0, line));
+    (void)kvr::multipart_field(bytes.substr(line + 1), boundary ? *boundary : std::string_view("B"), "model");
   }
   // The tokenizer on the raw bytes too (invalid UTF-8 included).
   std::vector<std::uint32_t> raw_tokens;

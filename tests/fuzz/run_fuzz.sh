@@ -5,7 +5,8 @@
 #   kv_stream: scripts of live and replayed batches through the sequence tracker, decoder and
 #            index (state machine fuzzing), seeded with scripts carrying the test vectors;
 #   media:   image headers and data: URIs, seeded with small images of every format;
-#   request: request bodies through the shape check, routing inputs, prompt plan, chat template
+#   request: request bodies (chat, completion, /generate, pass-through, multipart upload) through the
+#            shape check, routing inputs, prompt plan, chat template
 #            and tokenizer, seeded with chat and completion bodies;
 #   config:  config files, worker specs and URLs, seeded with the example config;
 #   metrics: engines' /metrics answers (Prometheus text), seeded with vLLM- and SGLang-shaped ones.
@@ -37,7 +38,7 @@ case "$target" in
              core/config/worker_spec.cpp core/common/http_url.cpp core/common/json_shape.cpp)
     libs=(-lfmt -lxxhash -lwebp -lcrypto) ;;
   request)
-    sources=(tests/fuzz/request_fuzz.cpp core/prompt/openai.cpp core/prompt/prompt_plan.cpp core/common/json_shape.cpp
+    sources=(tests/fuzz/request_fuzz.cpp core/prompt/openai.cpp core/prompt/prompt_plan.cpp core/common/json_shape.cpp core/common/multipart.cpp
              core/prompt/chat_template.cpp core/prompt/tokenizer.cpp core/prompt/jinja/value.cpp core/prompt/jinja/lexer.cpp
              core/prompt/jinja/parser.cpp core/prompt/jinja/builtins.cpp core/prompt/jinja/template.cpp)
     libs=(-lfmt -lxxhash -lsimdjson -lpcre2-8 -lutf8proc -DKVR_SOURCE_DIR="\"$repo\"") ;;
@@ -67,6 +68,8 @@ if target == "request":
         "completion-text": '{"model":"m","prompt":"Hello, world! \\u00e9\\ud83d\\ude00","stream":true}',
         "completion-ids": '{"model":"m","prompt":[1,2,3,4,5,6,7,8]}',
         "completion-batch": '{"model":"m","prompt":["a","b"]}',
+        "generate": '{"text":["first","second"],"input_ids":[[1,2],[3]],"sampling_params":{"max_new_tokens":4}}',
+        "upload": 'multipart/form-data; boundary="XyZ"\n--XyZ\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper\r\n--XyZ--\r\n',
     }
     for name, body in bodies.items():
         (dst / f"seed-{name}").write_text(body)
