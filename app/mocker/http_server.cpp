@@ -132,11 +132,18 @@ class session : public std::enable_shared_from_this<session> {
       return respond(405, error_json("method not allowed", "invalid_request_error", 405));
     const auto method = request.method_string();
     const auto content_type = request[http::field::content_type];
+    std::vector<std::pair<std::string, std::string>> x_headers;
+    for (const auto& field : request) {
+      std::string name(field.name_string());
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (name.starts_with("x-")) x_headers.emplace_back(std::move(name), std::string(field.value()));
+    }
     auto answer = answer_other_route({.method = std::string_view(method.data(), method.size()),
                                       .target = target,
                                       .path = path,
                                       .content_type = std::string_view(content_type.data(), content_type.size()),
-                                      .body = request.body()},
+                                      .body = request.body(),
+                                      .x_headers = std::move(x_headers)},
                                      server_.settings.model, server_.prompts, server_.max_model_len());
     respond(answer.status, std::move(answer.body), true, answer.content_type);
   }

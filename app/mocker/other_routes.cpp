@@ -1,10 +1,13 @@
 #include "app/mocker/other_routes.hpp"
 
 #include <array>
+#include <cstring>
 
 #include <fmt/format.h>
-#include <xxhash.h>
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
+
+#include "core/media/base64.hpp"
 
 namespace kvr::mocker {
 namespace {
@@ -13,16 +16,22 @@ using json = nlohmann::json;
 
 route_answer bad_request(std::string_view why) { return {400, "application/json", error_json(why, "BadRequestError", 400)}; }
 
-/// A deterministic 8-dimensional embedding of `text` (its bytes folded into the dimensions).
-json embedding_of(std::string_view text) {
-  std::array<double, 8> v{};
-  for (std::size_t i = 0; i < text.size(); ++i) v[i % 8] += static_cast<unsigned char>(text[i]) / 255.0;
-  return json(v);
+/// A deterministic 8-dimensional embedding of `text` (its bytes folded into the dimensions):
+/// floats, or with `encoding_format: "base64"` their little-endian float32 bytes in base64, as
+/// vLLM answers.
+json embedding_of(std::string_view text, bool base64) {
+  std::array<float, 8> v{};
+  for (std::size_t i = 0; i < text.size(); ++i) v[i % 8] += static_cast<float>(static_cast<unsigned char>(text[i]) / 255.0);
+  if (!base64) return json(v);
+  std::array<std::uint8_t, sizeof v> bytes{};
+  std::memcpy(bytes.data(), v.data(), sizeof v);  // x86-64 and every engine host: little-endian
+  return base64_encode(bytes);
 }
 
 route_answer embeddings(const json& body, const std::string& model) {
   const auto input = body.find("input");
   if (input == body.end()) return bad_request("input is required");
+  const bool base64 = body.value("encoding_format", std::string("float")) == "base64";
   std::vector<std::string> texts;
   if (input->is_string()) texts.push_back(input->get<std::string>());
   else if (input->is_array())
@@ -31,7 +40,7 @@ route_answer embeddings(const json& body, const std::string& model) {
   json data = json::array();
   std::size_t tokens = 0;
   for (std::size_t i = 0; i < texts.size(); ++i) {
-    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", embedding_of(texts[i])}});
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", embedding_of(texts[i], base64)}});
     tokens += texts[i].size() / 4 + 1;
   }
   return {200, "application/json",
@@ -79,6 +88,12 @@ route_answer messages(const std::string& model) {
                {"usage", {{"input_tokens", 1}, {"output_tokens", 2}}}}.dump()};
 }
 
+json x_headers_json(const other_request& request) {
+  json out = json::object();
+  for (const auto& [name, value] : request.x_headers) out[name] = value;
+  return out;
+}
+
 }  // namespace
 
 route_answer answer_other_route(const other_request& request, const std::string& model, const prompt_tokenizer& prompts,
@@ -97,6 +112,7 @@ route_answer answer_other_route(const other_request& request, const std::string&
                 {{"method", request.method},
                  {"target", request.target},
                  {"content_type", request.content_type},
+                 {"headers", x_headers_json(request)},
                  {"body_bytes", request.body.size()},
                  {"body_xxh3", fmt::format("{:016x}", XXH3_64bits(request.body.data(), request.body.size()))},
                  {"body", std::string(request.body)}}}}

@@ -6,6 +6,8 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "app/mocker/openai_mock.hpp"
 
@@ -23,6 +25,7 @@ struct other_request {
   std::string_view path;
   std::string_view content_type;
   std::string_view body;
+  std::vector<std::pair<std::string, std::string>> x_headers;  ///< its `x-*` fields, names lowercased
 };
 
 /// The answer to `request`, a route the mocker has no engine behaviour for.

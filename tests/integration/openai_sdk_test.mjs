@@ -1,7 +1,8 @@
 // Integration: the official `openai` npm SDK, a real client, runs chat completions through
-// kvrouter to a fake worker, streaming and not.
+// kvrouter to a fake worker, streaming and not; then embeddings and the Responses API (streamed
+// and not), which kvrouter passes through, against a kvrouter-mocker.
 //
-//   node tests/integration/openai_sdk_test.mjs PATH/TO/kvrouter
+//   node tests/integration/openai_sdk_test.mjs PATH/TO/kvrouter PATH/TO/kvrouter-mocker
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import OpenAI from "openai";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const kvrouter = process.argv[2];
+const [kvrouter, mocker] = process.argv.slice(2);
 const children = [];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -22,10 +23,17 @@ async function startWorker(name) {
   return Number(readFileSync(portFile, "utf8"));
 }
 
-function startRouter(workerPort) {
+async function startMocker() {
+  const portFile = join(mkdtempSync(join(tmpdir(), "kvr-")), "port");
+  children.push(spawn(mocker, ["--port", "0", "--port-file", portFile, "--model", "qwen3"], { stdio: "ignore" }));
+  for (let i = 0; i < 200 && !existsSync(portFile); i++) await sleep(25);
+  return Number(readFileSync(portFile, "utf8"));
+}
+
+function startRouter(workerPort, mode = "round-robin") {
   return new Promise((resolve, reject) => {
     const router = spawn(kvrouter, ["--model", "qwen3", "--host", "127.0.0.1", "--port", "0", "--threads", "1",
-                                    "--worker", `http://127.0.0.1:${workerPort},id=w0`, "--router-mode", "round-robin"]);
+                                    "--worker", `http://127.0.0.1:${workerPort},id=w0`, "--router-mode", mode]);
     children.push(router);
     let seen = "";
     router.stderr.on("data", (data) => {
@@ -71,6 +79,24 @@ try {
   } catch (error) {
     check(error.status === 404 && error.code === "model_not_found", "an unknown model raises the SDK's 404 error with its code");
   }
+
+  // Routes kvrouter passes through, against an engine that serves them.
+  const engine = new OpenAI({ baseURL: `http://127.0.0.1:${await startRouter(await startMocker(), "kv")}/v1`,
+                              apiKey: "not-needed", maxRetries: 0 });
+  const embeddings = await engine.embeddings.create({ model: "qwen3", input: ["first", "second"] });
+  check(embeddings.data.length === 2 && embeddings.data[1].embedding.length === 8 && embeddings.data[1].index === 1,
+        `embeddings.create() through the router (${embeddings.data.length} vectors)`);
+  const response = await engine.responses.create({ model: "qwen3", input: "Hello" });
+  check(response.object === "response" && response.output_text === "mock response",
+        `responses.create() through the router ("${response.output_text}")`);
+  const events = await engine.responses.create({ model: "qwen3", input: "Hello", stream: true });
+  let deltas = "";
+  let completed = false;
+  for await (const event of events) {
+    if (event.type === "response.output_text.delta") deltas += event.delta;
+    if (event.type === "response.completed") completed = true;
+  }
+  check(deltas === "mock response" && completed, `a streamed responses.create() yields its events ("${deltas}", completed: ${completed})`);
 } catch (error) {
   console.log(`FAIL ${error.stack ?? error}`);
   failures++;
