@@ -96,6 +96,17 @@ const option_table<options>& serving_options() {
                                   [](auto& o) -> auto& { return o.serve.http.client_timeout; }, 1, 86400));
     t.push_back(duration<options>("--upstream-timeout-secs", "longest wait for a worker's next bytes (504 if none came)",
                                   [](auto& o) -> auto& { return o.serve.http.upstream_timeout; }, 1, 86400));
+    t.push_back(each<options>("--api-key", "KEY",
+                              "clients must send Authorization: Bearer KEY (/health, /ready and / stay open)",
+                              [](auto& o) -> auto& { return o.serve.http.api_keys; }));
+    t.push_back(text<options>("--api-key-file", "PATH", "API keys, one per line ('#' comments), re-read when the file changes",
+                              [](auto& o) -> auto& { return o.serve.http.api_key_file; }, true));
+    t.push_back(each<options>("--admin-api-key", "KEY",
+                              "the keys /metrics and /v1/router/* take instead of the API keys",
+                              [](auto& o) -> auto& { return o.serve.http.admin_api_keys; }));
+    t.push_back(flag_switch<options>("--forward-authorization",
+                                     "send the client's Authorization header on to the worker (by default it stays here)",
+                                     [](auto& o) -> auto& { return o.serve.http.forward_authorization; }));
     t.push_back(text<options>("--worker-ca-file", "PATH",
                               "CA certificates (PEM) trusted for https:// workers, besides the system's",
                               [](auto& o) -> auto& { return o.serve.http.worker_ca_file; }, true));

@@ -17,10 +17,12 @@ inline constexpr boost::beast::string_view priority_header = "x-kvrouter-priorit
 inline constexpr boost::beast::string_view worker_header = "x-kvrouter-worker";
 
 /// Fields that describe one hop's connection, never forwarded (RFC 9110 §7.6.1), plus those
-/// kvrouter writes itself (framing, Host) and its own routing headers.
-inline bool is_request_field_replaced(const boost::beast::http::fields::value_type& field) {
+/// kvrouter writes itself (framing, Host), its own routing headers, and the client's
+/// `Authorization` unless `forward_authorization` (its key is kvrouter's to check).
+inline bool is_request_field_replaced(const boost::beast::http::fields::value_type& field, bool forward_authorization) {
   namespace http = boost::beast::http;
   switch (field.name()) {
+    case http::field::authorization: return !forward_authorization;
     case http::field::connection:
     case http::field::keep_alive:
     case http::field::transfer_encoding:

@@ -139,6 +139,7 @@ http_ingress::http_ingress(ingress_settings settings) : impl_(std::make_unique<i
   impl_->bound_port = port;
   if (!impl_->settings.access_log.empty()) impl_->access = std::make_unique<access_log>(impl_->settings.access_log);
   impl_->worker_tls = make_worker_tls_context(impl_->settings.worker_ca_file);
+  impl_->keys = std::make_unique<api_key_guard>(impl_->settings);
 }
 
 http_ingress::~http_ingress() = default;
@@ -178,8 +179,19 @@ void http_ingress::impl::sample_traffic() {
   });
 }
 
+void http_ingress::impl::watch_key_file() {
+  auto& timer = threads.front()->key_file_timer;
+  timer.expires_after(std::chrono::seconds(1));
+  timer.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    keys->reload_if_changed();
+    watch_key_file();
+  });
+}
+
 void http_ingress::run() {
   impl_->sample_traffic();
+  if (!impl_->settings.api_key_file.empty()) impl_->watch_key_file();
   std::vector<std::thread> others;
   for (auto& thread : impl_->threads) {
     impl_->accept(*thread);

@@ -22,6 +22,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 
 #include "actors/http/access_log.hpp"
+#include "actors/http/api_key_guard.hpp"
 #include "actors/http/http_ingress.hpp"
 #include "actors/http/ingress_probe.hpp"
 #include "actors/http/local_routing.hpp"
@@ -87,6 +88,7 @@ struct io_thread {
   asio::steady_timer sweep_timer{io};
   asio::steady_timer drain_timer{io};  ///< thread 0 only: the drain's delay, then its progress checks
   asio::steady_timer traffic_timer{io};  ///< thread 0 only: the status page's samples
+  asio::steady_timer key_file_timer{io};  ///< thread 0 only: --api-key-file's change checks
 
   [[nodiscard]] std::unique_ptr<upstream_connection> take_idle(const std::string& url);
   void give_back(const std::string& url, std::unique_ptr<upstream_connection> connection);
@@ -118,6 +120,7 @@ struct http_ingress::impl {
   std::unique_ptr<access_log> access;  ///< --access-log; null when off
   const ingress::clock_type::time_point started = ingress::clock_type::now();
   traffic_recorder traffic;  ///< the status page's history, sampled on thread 0
+  std::unique_ptr<api_key_guard> keys;  ///< made at start-up (it reads --api-key-file)
   /// Trust for https:// workers (system CAs + --worker-ca-file); made at start-up.
   std::shared_ptr<ingress::asio::ssl::context> worker_tls;
 
@@ -138,6 +141,8 @@ struct http_ingress::impl {
   void wait_for_drained(std::chrono::steady_clock::time_point give_up);
   /// Samples every set's traffic for the status page, every traffic_recorder::sample_period_seconds.
   void sample_traffic();
+  /// Re-reads --api-key-file every second when it changed.
+  void watch_key_file();
   [[nodiscard]] double uptime_seconds() const {
     return std::chrono::duration<double>(ingress::clock_type::now() - started).count();
   }

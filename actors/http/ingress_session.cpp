@@ -226,6 +226,12 @@ class session final : public std::enable_shared_from_this<session>, public timed
     const std::string_view path = target.substr(0, target.find('?'));
     const bool get = request_.method() == http::verb::get;
     const bool post = request_.method() == http::verb::post;
+    const auto authorization = request_.find(http::field::authorization);
+    if (auto refused = server_.keys->check(api_key_guard::classify(path),
+                                           authorization == request_.end() ? std::string_view{}
+                                                                           : std::string_view(authorization->value().data(),
+                                                                                              authorization->value().size())))
+      return send_error(*refused);
     if (path == "/v1/chat/completions" || path == "/v1/completions") {
       if (!post) return send_error({api_errc::method_not_allowed, "use POST", {}});
       return handle_completion(path == "/v1/chat/completions" ? api_endpoint::chat_completions : api_endpoint::completions);

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kvr {
 
@@ -34,6 +35,16 @@ struct ingress_settings {
   /// `--worker-ca-file PATH`: CA certificates trusted for https:// workers besides the system's
   /// (serve copies it to pipeline_settings for the health and engine-metrics polls).
   std::string worker_ca_file;
+  /// `--api-key` (repeatable) and `--api-key-file` (one per line, reloaded when it changes):
+  /// with either, every route but /health, /ready and the status page's HTML needs
+  /// `Authorization: Bearer KEY`. `--admin-api-key` (repeatable) guards /metrics and
+  /// /v1/router/* instead (they take the API keys when no admin key is given).
+  std::vector<std::string> api_keys;
+  std::string api_key_file;
+  std::vector<std::string> admin_api_keys;
+  /// `--forward-authorization`: the client's `Authorization` goes on to the worker (by default
+  /// kvrouter's clients' keys stay with kvrouter).
+  bool forward_authorization = false;
   /// `POST /v1/router/faults` kills a pipeline component as a crash would (drills, tests).
   bool fault_injection = false;
   std::uint32_t max_retries = 2;               ///< re-routes after a worker fails before answering

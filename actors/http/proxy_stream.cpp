@@ -67,7 +67,7 @@ void proxy_stream::write_upstream_head(const head_tags& tags) {
   const auto connection = request_->find(http::field::connection);
   const boost::beast::string_view hop_fields = connection == request_->end() ? "" : connection->value();
   for (const auto& field : *request_)
-    if (!is_request_field_replaced(field) && !is_named_in_connection(hop_fields, field.name_string()) &&
+    if (!is_request_field_replaced(field, server_.settings.forward_authorization) && !is_named_in_connection(hop_fields, field.name_string()) &&
         (tags.client_sent_id || !boost::beast::iequals(field.name_string(), "x-request-id")))  // an unusable one is replaced
       append_field(upstream_head_, field.name_string(), field.value());
   if (!tags.client_sent_id) upstream_head_ += fmt::format("X-Request-Id: {}\r\n", tags.request_id);

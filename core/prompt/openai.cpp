@@ -31,6 +31,7 @@ std::string_view type_of(api_errc code) {
   switch (code) {
     case api_errc::invalid_json:
     case api_errc::invalid_request:
+    case api_errc::invalid_api_key:
     case api_errc::body_too_large:
     case api_errc::method_not_allowed:
     case api_errc::not_found: return "invalid_request_error";
@@ -50,6 +51,7 @@ std::string_view code_of(api_errc code) {
   switch (code) {
     case api_errc::invalid_json: return "invalid_json";
     case api_errc::invalid_request: return "invalid_request";
+    case api_errc::invalid_api_key: return "invalid_api_key";
     case api_errc::not_found: return "not_found";
     case api_errc::unknown_model: return "model_not_found";
     case api_errc::method_not_allowed: return "method_not_allowed";
@@ -184,6 +186,7 @@ int http_status(api_errc code) {
   switch (code) {
     case api_errc::invalid_json:
     case api_errc::invalid_request: return 400;
+    case api_errc::invalid_api_key: return 401;
     case api_errc::not_found:
     case api_errc::unknown_model: return 404;
     case api_errc::method_not_allowed: return 405;

@@ -26,6 +26,7 @@ enum class api_endpoint : std::uint8_t { chat_completions, completions, generate
 enum class api_errc : std::uint8_t {
   invalid_json,          ///< 400 invalid_request_error
   invalid_request,       ///< 400 invalid_request_error (missing or mistyped field)
+  invalid_api_key,       ///< 401 invalid_request_error (no or a wrong `Authorization: Bearer` key)
   not_found,             ///< 404 (no such route)
   unknown_model,         ///< 404 model_not_found
   method_not_allowed,    ///< 405

@@ -30,10 +30,10 @@ async function startMocker() {
   return Number(readFileSync(portFile, "utf8"));
 }
 
-function startRouter(workerPort, mode = "round-robin") {
+function startRouter(workerPort, mode = "round-robin", extra = []) {
   return new Promise((resolve, reject) => {
     const router = spawn(kvrouter, ["--model", "qwen3", "--host", "127.0.0.1", "--port", "0", "--threads", "1",
-                                    "--worker", `http://127.0.0.1:${workerPort},id=w0`, "--router-mode", mode]);
+                                    "--worker", `http://127.0.0.1:${workerPort},id=w0`, "--router-mode", mode, ...extra]);
     children.push(router);
     let seen = "";
     router.stderr.on("data", (data) => {
@@ -81,7 +81,8 @@ try {
   }
 
   // Routes kvrouter passes through, against an engine that serves them.
-  const engine = new OpenAI({ baseURL: `http://127.0.0.1:${await startRouter(await startMocker(), "kv")}/v1`,
+  const mockerPort = await startMocker();
+  const engine = new OpenAI({ baseURL: `http://127.0.0.1:${await startRouter(mockerPort, "kv")}/v1`,
                               apiKey: "not-needed", maxRetries: 0 });
   const embeddings = await engine.embeddings.create({ model: "qwen3", input: ["first", "second"] });
   check(embeddings.data.length === 2 && embeddings.data[1].embedding.length === 8 && embeddings.data[1].index === 1,
@@ -97,6 +98,24 @@ try {
     if (event.type === "response.completed") completed = true;
   }
   check(deltas === "mock response" && completed, `a streamed responses.create() yields its events ("${deltas}", completed: ${completed})`);
+
+  // A router with an API key: the SDK's apiKey is the bearer token it checks.
+  const guarded = await startRouter(mockerPort, "kv", ["--api-key", "sk-kvrouter-test"]);
+  const keyed = new OpenAI({ baseURL: `http://127.0.0.1:${guarded}/v1`, apiKey: "sk-kvrouter-test", maxRetries: 0 });
+  const keyedEmbeddings = await keyed.embeddings.create({ model: "qwen3", input: "x" });
+  check(keyedEmbeddings.data.length === 1, "with the router's API key, embeddings.create() is served");
+  const keyedResponse = await keyed.responses.create({ model: "qwen3", input: "Hello" });
+  check(keyedResponse.output_text === "mock response", "and responses.create()");
+  for (const [what, call] of [["embeddings.create()", (c) => c.embeddings.create({ model: "qwen3", input: "x" })],
+                              ["responses.create()", (c) => c.responses.create({ model: "qwen3", input: "Hello" })]]) {
+    try {
+      await call(new OpenAI({ baseURL: `http://127.0.0.1:${guarded}/v1`, apiKey: "sk-wrong", maxRetries: 0 }));
+      check(false, `${what} with a wrong key raises`);
+    } catch (error) {
+      check(error instanceof OpenAI.AuthenticationError && error.status === 401 && error.code === "invalid_api_key",
+            `${what} with a wrong key raises the SDK's AuthenticationError (401 invalid_api_key)`);
+    }
+  }
 } catch (error) {
   console.log(`FAIL ${error.stack ?? error}`);
   failures++;

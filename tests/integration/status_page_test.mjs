@@ -163,8 +163,10 @@ try {
   check(routedCells[0] + routedCells[1] === 30 && routedCells[2] === 0,
         `per-worker routed counts add up, none to the down worker (${routedCells})`);
   check(await page.evaluate(() => Number(document.body.dataset.refreshes)) > refreshesBefore, "the page refreshed itself");
-  check(requested.length > 0 && requested.every((url) => url.startsWith(origin + "/")),
-        `every request of the page goes to the router (${[...new Set(requested.map((u) => new URL(u).pathname))]})`);
+  const paths = [...new Set(requested.map((u) => new URL(u).pathname))];
+  check(requested.length > 0 && requested.every((url) => url.startsWith(origin + "/")) &&
+        paths.every((p) => p === "/" || p === "/v1/router/status"),
+        `the page asks the router for itself and its data only, nothing a worker would be sent (${paths})`);
 
   const image = decodePng(await page.screenshot());
   const green = countColour(image, [0x1f, 0x9d, 0x55]);
@@ -177,6 +179,23 @@ try {
   router.process.kill("SIGKILL");
   const banner = await page.waitForSelector("#banner.shown", { timeout: 8000 }).then(() => true, () => false);
   check(banner, "when the router is gone the page says it cannot reach it");
+
+  // With API keys on, the page asks for the admin key once and sends it as a bearer token.
+  const guarded = await startRouter(["--model", "m", "--worker", `http://127.0.0.1:${mockers[0]},id=m0`,
+                                     "--api-key", "sk-user", "--admin-api-key", "sk-admin"]);
+  const keyed = await browser.newPage();
+  await keyed.goto(`http://127.0.0.1:${guarded.port}/`);
+  await keyed.waitForSelector("#key-form.shown", { timeout: 8000 });
+  check(await keyed.$$eval("[data-worker]", (rows) => rows.length) === 0, "behind API keys the page shows no data without a key");
+  await keyed.fill("#key", "sk-user");
+  await keyed.click("#key-form button");
+  await keyed.waitForFunction(() => document.getElementById("key-refused").textContent !== "", null, { timeout: 8000 });
+  check(await keyed.textContent("#key-refused") === "that key was refused", "an API key that is not an admin key is refused");
+  await keyed.fill("#key", "sk-admin");
+  await keyed.click("#key-form button");
+  await keyed.waitForSelector('[data-worker="m0"]', { timeout: 8000 });
+  check(!(await keyed.$eval("#key-form", (form) => form.classList.contains("shown"))),
+        "with the admin key the page shows the set and hides the form");
 } catch (e) {
   console.log(`FAIL ${e.stack}`);
   failures++;
