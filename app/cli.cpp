@@ -96,6 +96,9 @@ const option_table<options>& serving_options() {
                                   [](auto& o) -> auto& { return o.serve.http.client_timeout; }, 1, 86400));
     t.push_back(duration<options>("--upstream-timeout-secs", "longest wait for a worker's next bytes (504 if none came)",
                                   [](auto& o) -> auto& { return o.serve.http.upstream_timeout; }, 1, 86400));
+    t.push_back(text<options>("--session-header", "NAME",
+                              "the request header naming a conversation for session affinity (else the body's user)",
+                              [](auto& o) -> auto& { return o.serve.http.session_header; }));
     t.push_back(each<options>("--api-key", "KEY",
                               "clients must send Authorization: Bearer KEY (/health, /ready and / stay open)",
                               [](auto& o) -> auto& { return o.serve.http.api_keys; }));

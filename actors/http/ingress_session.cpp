@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include "actors/http/http_fields.hpp"
 #include "actors/http/request_router.hpp"
@@ -370,8 +371,9 @@ class session final : public std::enable_shared_from_this<session>, public timed
 
   void route_request(std::shared_ptr<const routing_table> table, const worker_set_route& set, routing_request request) {
     if (auto refused = beyond_limits(request)) return send_error(*refused);
-    const auto options = routing_options(set);
+    auto options = routing_options(set);
     if (!options) return send_error(options.error());
+    if (set.config.session_affinity_ttl_secs > 0) options->session = session_key(request);
     const std::uint64_t id = server_.next_request_id++;
     take_request_id(id);
     router_.start(std::move(table), set, std::make_shared<const routing_request>(std::move(request)), id, *options,
@@ -408,6 +410,16 @@ class session final : public std::enable_shared_from_this<session>, public timed
           fmt::format("x-kvrouter-priority must be high, normal or low (got \"{}\")", value.substr(0, 64)), {}});
     options.priority = *priority;
     return options;
+  }
+
+  /// Session affinity's key: the session header's value, else the body's `user`; 0 = neither.
+  [[nodiscard]] std::uint64_t session_key(const routing_request& request) const {
+    std::string_view name = request.user;
+    if (const auto header = request_.find(server_.settings.session_header); header != request_.end())
+      name = std::string_view(header->value().data(), header->value().size());
+    if (name.empty()) return 0;
+    const std::uint64_t key = XXH3_64bits(name.data(), name.size());
+    return key == 0 ? 1 : key;
   }
 
   /// The client's `X-Request-Id` if it is a sane one (1-128 visible ASCII characters), else

@@ -30,6 +30,9 @@ struct ingress_settings {
   /// `--no-decision-headers`: answers do not say where they were routed (`x-kvrouter-worker`,
   /// `x-kvrouter-overlap-blocks`); the request id is always there.
   bool no_decision_headers = false;
+  /// `--session-header NAME`: the request header naming a conversation for session affinity
+  /// (router config `session_affinity_ttl_secs`); without it, the body's `user` does.
+  std::string session_header = "x-session-id";
   /// `--access-log PATH|-`: one JSON line per routed request ("" = none, "-" = stdout).
   std::string access_log;
   /// `--worker-ca-file PATH`: CA certificates trusted for https:// workers besides the system's

@@ -86,6 +86,7 @@ route_verdict request_router::route() {
   job->excluded_workers = excluded_;
   job->dry_run = options_.dry_run;
   job->priority = options_.priority;
+  job->session = options_.session;
   job->reply = make_sink_();
   // Only prompts the set's hashers can hash take the extra hop (core/prompt/prompt_plan).
   job->plan = set_->hashers.empty() ? prompt_plan{} : plan_prompt(*request_, set_->prompts);

@@ -42,6 +42,8 @@ struct request_options {
   /// `x-kvrouter-worker: NAME`: this worker of the set, healthy or not, with no retry elsewhere
   /// (booked and counted like any request).
   std::optional<std::uint32_t> pinned_worker;
+  /// The conversation's key for session affinity (a hash of its session header or `user`); 0 = none.
+  std::uint64_t session = 0;
 };
 
 /// The answer a client gets when routing chose no worker (`decision` says why).

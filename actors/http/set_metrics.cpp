@@ -109,6 +109,16 @@ void write_set_metrics(std::string& out, const routing_table& table) {
   for (const worker_set_route& set : table.sets)
     out += fmt::format("kvrouter_set_overlap_blocks_routed_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
                        set.snapshot->load()->overlap_blocks_routed);
+  out += "# HELP kvrouter_set_session_bindings Conversations bound to a worker (session affinity).\n"
+         "# TYPE kvrouter_set_session_bindings gauge\n";
+  for (const worker_set_route& set : table.sets)
+    out += fmt::format("kvrouter_set_session_bindings{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
+                       set.snapshot->load()->session_bindings);
+  out += "# HELP kvrouter_set_session_moves_total Bound conversations moved to another worker (theirs down, busy or too costly).\n"
+         "# TYPE kvrouter_set_session_moves_total counter\n";
+  for (const worker_set_route& set : table.sets)
+    out += fmt::format("kvrouter_set_session_moves_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
+                       set.snapshot->load()->session_moves);
   // A counter per set, read from one of the set's shared counter blocks (absent: no sample).
   auto counter_family = [&](std::string_view name, std::string_view help, auto counters_of, auto value_of) {
     out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);

@@ -40,7 +40,8 @@ route_query query_of(const route_job& job) {
           .sequence_hashes = job.sequence_hashes,
           .prompt_tokens = job.prompt_tokens > 0 ? job.prompt_tokens : job.request->prompt_tokens,
           .excluded_workers = job.excluded_workers,
-          .dry_run = job.dry_run};
+          .dry_run = job.dry_run,
+          .session = job.session};
 }
 
 route_decision failure(route_failure why) {

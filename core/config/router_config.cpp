@@ -31,7 +31,7 @@ struct knob {
 };
 
 using rc = router_config;
-const std::array<knob, 14> knob_table{{
+const std::array<knob, 16> knob_table{{
     {{"router_mode", "MODE", "how workers are picked", "kv|round-robin|random|power-of-two|least-loaded"}, &rc::mode},
     {{"overlap_score_credit", "NUMBER", "weight of a cached block against a block of prefill work; 0 ignores the cache", ">= 0"}, &rc::overlap_score_credit},
     {{"prefill_load_scale", "NUMBER", "weight of prefill work against decode work", ">= 0"}, &rc::prefill_load_scale},
@@ -46,6 +46,8 @@ const std::array<knob, 14> knob_table{{
     {{"queue_size", "N", "requests a set's queue holds; beyond, 429 queue_full", ">= 1"}, &rc::queue_size},
     {{"queue_timeout_secs", "SECONDS", "longest wait in the queue; beyond, 503 queue_timeout", ">= 1"}, &rc::queue_timeout_secs},
     {{"queue_age_boost_secs", "SECONDS", "a queued request moves up one priority class after waiting this long", ">= 1"}, &rc::queue_age_boost_secs},
+    {{"session_affinity_ttl_secs", "N", "seconds a conversation's turns (session header or user) go to the worker that served it after its last; 0 = off", ">= 0"}, &rc::session_affinity_ttl_secs},
+    {{"session_affinity_slack", "BLOCKS", "leave the bound worker when its cost exceeds the best by more than this", ">= 0"}, &rc::session_affinity_slack},
 }};
 
 const std::array<knob_info, knob_table.size()> knob_infos = [] {
@@ -106,8 +108,9 @@ router_config load_aware_preset(router_config base) {
 }
 
 bool decides_without_state(const router_config& config) {
-  // A queue needs the bookings, which only the scorer holds.
-  return (config.mode == router_mode::round_robin || config.mode == router_mode::random) && !queues_when_busy(config);
+  // A queue needs the bookings, session bindings their table: only the scorer holds them.
+  return (config.mode == router_mode::round_robin || config.mode == router_mode::random) && !queues_when_busy(config) &&
+         config.session_affinity_ttl_secs == 0;
 }
 
 bool queues_when_busy(const router_config& config) { return config.busy_threshold > 0.0; }
@@ -126,6 +129,8 @@ bool retunable_in_place(const router_config& running, const router_config& next)
   weights_only.queue_size = running.queue_size;
   weights_only.queue_timeout_secs = running.queue_timeout_secs;
   weights_only.queue_age_boost_secs = running.queue_age_boost_secs;
+  weights_only.session_affinity_ttl_secs = running.session_affinity_ttl_secs;
+  weights_only.session_affinity_slack = running.session_affinity_slack;
   return weights_only == running && uses_prefix_overlap(running) == uses_prefix_overlap(next);
 }
 
@@ -143,6 +148,8 @@ std::expected<void, config_error> validate(const router_config& config) {
     return fail(fmt::format("router_temperature must be a finite number >= 0 (got {})", config.router_temperature));
   if (!(config.busy_threshold >= 0.0) || !std::isfinite(config.busy_threshold))
     return fail(fmt::format("busy_threshold must be a finite number >= 0 (got {})", config.busy_threshold));
+  if (!(config.session_affinity_slack >= 0.0) || !std::isfinite(config.session_affinity_slack))
+    return fail(fmt::format("session_affinity_slack must be a finite number >= 0 (got {})", config.session_affinity_slack));
   if (config.max_num_batched_tokens == 0) return fail("max_num_batched_tokens must be at least 1 token (got 0)");
   if (config.queue_size == 0) return fail("queue_size must be at least 1 (got 0); busy_threshold 0 turns the queue off");
   if (config.queue_timeout_secs == 0) return fail("queue_timeout_secs must be at least 1 (got 0)");

@@ -58,6 +58,14 @@ struct router_config {
   /// A request waiting this long moves up one priority class (and again after as long).
   std::uint32_t queue_age_boost_secs = 10;
 
+  // Session affinity (core/routing/session_affinity): a conversation's turns (same session
+  // header or `user`) go to the worker that served it while its binding lives.
+  /// How long a binding lives after its last turn; 0 = no affinity.
+  std::uint32_t session_affinity_ttl_secs = 0;
+  /// The bound worker is left when its cost exceeds the best one's by more than this many
+  /// blocks (kv and load-only modes; round-robin and random keep it while it is routable).
+  double session_affinity_slack = 16.0;
+
   friend bool operator==(const router_config&, const router_config&) = default;
 };
 
@@ -78,7 +86,8 @@ struct router_config {
 
 /// Round-robin and random pick without looking at loads or the prefix index, so ingress takes
 /// these decisions on its I/O threads and only reports the bookings to the scorer (unless the
-/// set queues when busy: the queue needs the bookings).
+/// set queues when busy, or keeps session affinity: the queue needs the bookings, the
+/// sessions' bindings live in the scorer).
 [[nodiscard]] bool decides_without_state(const router_config& config);
 /// The set holds requests while every worker is busy (`busy_threshold` > 0).
 [[nodiscard]] bool queues_when_busy(const router_config& config);

@@ -251,6 +251,13 @@ std::expected<routing_request, api_error> request_parser::parse(api_endpoint end
       std::string_view model;
       if (auto error = field.value().get_string().get(model)) return bad_string(error, "model must be a string", "model");
       request.model = model;
+    } else if (key == "user") {
+      std::string_view user;
+      if (auto error = field.value().get_string().get(user)) {
+        if (endpoint == api_endpoint::other) continue;  // an engine's own route: its field to judge
+        return bad_string(error, "user must be a string", "user");
+      }
+      request.user = user;
     } else if (key == "stream") {
       bool stream = false;
       if (field.value().get_bool().get(stream)) return invalid("stream must be true or false", "stream");

@@ -70,6 +70,7 @@ struct routing_request {
   api_endpoint endpoint = api_endpoint::chat_completions;
   std::string model;
   bool stream = false;
+  std::string user;  ///< the body's `user` (a conversation's key for session affinity)
   std::vector<std::uint32_t> prompt_token_ids;  ///< completions with a token-id prompt
   std::string prompt_text;                      ///< completions with a string prompt (the first)
   std::vector<chat_message> messages;           ///< chat completions

@@ -32,6 +32,8 @@ struct route_query {
   std::uint32_t prompt_tokens = 0;                 ///< exact once tokenized, else the request's estimate
   std::span<const std::uint32_t> excluded_workers;  ///< workers that already failed this request
   bool dry_run = false;                            ///< decide, but book nothing
+  /// The conversation it belongs to (a hash of its session header or `user`); 0 = none.
+  std::uint64_t session = 0;
 };
 
 /// Why no worker was chosen.

@@ -89,6 +89,26 @@ bool worker_set_router::keep_free_workers_only(const route_query& query, time_po
   return any_routable && queues_when_busy(settings_.config);
 }
 
+/// A session's next turn stays on its bound worker while that worker is routable (healthy, not
+/// busy, not failed by this request) and, where the mode compares costs, within
+/// `session_affinity_slack` blocks of the best.
+void worker_set_router::keep_session_worker(const route_query& query, time_point now, selection& chosen) {
+  const auto bound = sessions_.find(query.session, now);
+  if (!bound || *bound == chosen.worker) return;
+  const router_config& config = settings_.config;
+  const auto it = std::find_if(candidates_.begin(), candidates_.end(), [&](const worker_candidate& c) { return c.worker == *bound; });
+  if (it == candidates_.end()) return;  // not routable now: the conversation moves
+  const auto bound_cost = comparable_cost(*it, config, query.prompt_tokens);
+  if (bound_cost) {
+    double best = *bound_cost;
+    for (const worker_candidate& c : candidates_) best = std::min(best, *comparable_cost(c, config, query.prompt_tokens));
+    if (*bound_cost - best > config.session_affinity_slack) return;
+    chosen.cost = *bound_cost;
+  }
+  chosen.candidate = static_cast<std::size_t>(it - candidates_.begin());
+  chosen.worker = *bound;
+}
+
 route_decision worker_set_router::decide(const route_query& query, time_point now) {
   const router_config& config = settings_.config;
   route_decision decision;
@@ -102,7 +122,8 @@ route_decision worker_set_router::decide(const route_query& query, time_point no
   }
   compute_overlaps(query.sequence_hashes);
   collect_candidates(worker_overlaps_, active_->loads(), healthy_, query.excluded_workers, candidates_, active_overlaps_);
-  const auto chosen = select_worker(candidates_, config, {query.prompt_tokens, round_robin_ticket_}, rng_);
+  auto chosen = select_worker(candidates_, config, {query.prompt_tokens, round_robin_ticket_}, rng_);
+  if (chosen && query.session != 0 && config.session_affinity_ttl_secs > 0) keep_session_worker(query, now, *chosen);
   if (!chosen) {
     ++unroutable_;
     decision.failure = query.excluded_workers.empty() ? route_failure::no_healthy_worker : route_failure::every_worker_failed;
@@ -123,6 +144,8 @@ route_decision worker_set_router::decide(const route_query& query, time_point no
     return decision;
   }
   book({query.request_id, chosen->worker, query.prompt_tokens, decision.overlap_blocks}, now, query.sequence_hashes);
+  if (query.session != 0 && config.session_affinity_ttl_secs > 0)
+    sessions_.bind(query.session, chosen->worker, now + std::chrono::seconds(config.session_affinity_ttl_secs));
   if (uses_prefix_overlap(config)) {
     prompt_blocks_routed_ += query.sequence_hashes.size();
     overlap_blocks_routed_ += decision.overlap_blocks;
@@ -223,6 +246,8 @@ worker_set_status worker_set_router::status(time_point now) const {
   status.routed = routed_total_;
   status.prompt_blocks_routed = prompt_blocks_routed_;
   status.overlap_blocks_routed = overlap_blocks_routed_;
+  status.session_bindings = sessions_.size();
+  status.session_moves = sessions_.moves();
   status.dry_runs = dry_runs_;
   status.unroutable = unroutable_;
   status.expired_bookings = active_->counters().expired;

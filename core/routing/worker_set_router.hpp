@@ -28,6 +28,7 @@
 #include "core/routing/lifecycle.hpp"
 #include "core/routing/prefix_index.hpp"
 #include "core/routing/selector/selector.hpp"
+#include "core/routing/session_affinity.hpp"
 
 namespace kvr {
 
@@ -71,6 +72,8 @@ struct worker_set_status {
   /// worker cached (their ratio is the set's hit rate; 0 where overlap is not scored).
   std::uint64_t prompt_blocks_routed = 0;
   std::uint64_t overlap_blocks_routed = 0;
+  std::uint64_t session_bindings = 0;  ///< live session-affinity bindings
+  std::uint64_t session_moves = 0;     ///< bound conversations that moved to another worker
   std::uint64_t dry_runs = 0;
   std::uint64_t unroutable = 0;
   std::uint64_t expired_bookings = 0;
@@ -141,6 +144,7 @@ class worker_set_router {
   /// Takes busy workers out of `healthy_` while another routable worker is free; true when
   /// none is free and the set queues (the request must wait).
   bool keep_free_workers_only(const route_query& query, time_point now);
+  void keep_session_worker(const route_query& query, time_point now, selection& chosen);
 
   worker_set_router_settings settings_;
   std::unique_ptr<prefix_index> index_;
@@ -151,6 +155,7 @@ class worker_set_router {
   std::vector<kv_event_counters> events_;  ///< per publisher
   std::vector<std::optional<time_point>> last_batch_;  ///< per publisher
   std::uint64_t prompt_blocks_routed_ = 0, overlap_blocks_routed_ = 0;
+  session_bindings sessions_;
   std::uint64_t routed_total_ = 0, dry_runs_ = 0, unroutable_ = 0, clears_ = 0;
   // Reused per request.
   std::vector<std::uint32_t> publisher_overlaps_, worker_overlaps_, active_overlaps_;

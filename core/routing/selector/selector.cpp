@@ -66,6 +66,19 @@ std::size_t uniform_index(std::size_t size, selector_rng& rng) {
 
 }  // namespace
 
+std::optional<double> comparable_cost(const worker_candidate& candidate, const router_config& config,
+                                      std::uint32_t prompt_tokens) {
+  switch (config.mode) {
+    case router_mode::kv:
+      return kv_cost(candidate, {prompt_tokens, config.block_size, config.overlap_score_credit, config.prefill_load_scale});
+    case router_mode::power_of_two:
+    case router_mode::least_loaded: return booked_load(candidate, config.block_size);
+    case router_mode::round_robin:
+    case router_mode::random: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 std::optional<selection> select_worker(std::span<const worker_candidate> candidates, const router_config& config,
                                        const selection_request& request, selector_rng& rng) {
   if (candidates.empty()) return std::nullopt;

@@ -27,6 +27,11 @@ struct selection {
   double cost = 0.0;          ///< kv cost (kv mode) or booked load (load-only modes); 0 otherwise
 };
 
+/// What the mode's pick compares for `candidate`: the kv cost (kv mode) or the booked load in
+/// blocks (power-of-two, least-loaded); none for round-robin and random, which compare nothing.
+[[nodiscard]] std::optional<double> comparable_cost(const worker_candidate& candidate, const router_config& config,
+                                                    std::uint32_t prompt_tokens);
+
 /// Chooses among `candidates` (healthy workers only; the caller filters). Empty candidates ->
 /// nullopt. kv mode: temperature 0 = lowest cost with a random tie-break, temperature t > 0 =
 /// sample from softmax(-normalized cost / t), costs normalized to [0, 1] by min and max.

@@ -72,6 +72,48 @@ TEST(worker_set_router, counts_the_prompt_blocks_it_routes_and_those_found_cache
   EXPECT_EQ(status.overlap_blocks_routed, 3u);
 }
 
+TEST(worker_set_router, keeps_a_session_on_its_worker_within_the_slack_and_moves_it_when_that_worker_is_down) {
+  worker_set_router_settings settings = kv_set(3);
+  settings.config.mode = router_mode::round_robin;
+  settings.config.session_affinity_ttl_secs = 60;
+  worker_set_router router(settings);
+  route_query turn{.request_id = 1, .prompt_tokens = 64, .session = 42};
+  const route_decision first = router.decide(turn, t0);
+  ASSERT_TRUE(first.ok());
+  for (std::uint64_t id = 2; id < 8; ++id) {
+    turn.request_id = id;
+    const route_decision next = router.decide(turn, t0 + std::chrono::seconds(id));
+    ASSERT_TRUE(next.ok());
+    EXPECT_EQ(next.worker, first.worker) << "round-robin would have moved turn " << id;
+  }
+  router.on_lifecycle({lifecycle_event::kind::worker_failed, 7, first.worker, 0}, t0 + 8s);  // backing off: unroutable
+  turn.request_id = 8;
+  const route_decision moved = router.decide(turn, t0 + 9s);
+  ASSERT_TRUE(moved.ok());
+  EXPECT_NE(moved.worker, first.worker);
+  turn.request_id = 9;
+  EXPECT_EQ(router.decide(turn, t0 + 20s).worker, moved.worker) << "it stays where it moved, even once the first is back";
+  EXPECT_EQ(router.status(t0 + 20s).session_moves, 1u);
+  EXPECT_EQ(router.status(t0 + 20s).session_bindings, 1u);
+}
+
+TEST(worker_set_router, leaves_a_bound_worker_whose_cost_exceeds_the_best_by_more_than_the_slack) {
+  worker_set_router_settings settings = kv_set(2);
+  settings.config.overlap_score_credit = 0;  // load only
+  settings.config.session_affinity_ttl_secs = 60;
+  settings.config.session_affinity_slack = 10;
+  worker_set_router router(settings);
+  const route_decision first = router.decide({.request_id = 1, .prompt_tokens = test_block_size, .session = 5}, t0);
+  ASSERT_TRUE(first.ok());
+  // Load the bound worker with 3 blocks of other work (8 blocks booked with the session's own,
+  // prefill and decode): within the slack of 10, the session stays.
+  router.on_lifecycle({lifecycle_event::kind::booked, 100, first.worker, 3 * test_block_size}, t0);
+  EXPECT_EQ(router.decide({.request_id = 2, .prompt_tokens = test_block_size, .session = 5}, t0).worker, first.worker);
+  // 40 more blocks: now past the slack, it moves to the idle worker.
+  router.on_lifecycle({lifecycle_event::kind::booked, 101, first.worker, 40 * test_block_size}, t0);
+  EXPECT_NE(router.decide({.request_id = 3, .prompt_tokens = test_block_size, .session = 5}, t0).worker, first.worker);
+}
+
 TEST(worker_set_router, takes_the_best_rank_of_a_data_parallel_worker_as_its_overlap) {
   // Publishers 0 and 1 are ranks of worker 0; publisher 2 is worker 1.
   worker_set_router router(kv_set(2, {0, 0, 1}));
