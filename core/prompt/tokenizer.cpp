@@ -109,6 +109,77 @@ bool nfc_into(std::string_view text, std::string& out) {
   return changed;
 }
 
+/// The special tokens a post-processor adds around one sequence: TemplateProcessing's
+/// `single` template (directly or inside a Sequence of processors); ByteLevel and the rest add
+/// none.
+std::expected<tokenizer::special_affixes, std::string> read_post_processor(const nlohmann::json& processor) {
+  tokenizer::special_affixes affixes;
+  if (!processor.is_object()) return affixes;
+  const std::string type = processor.value("type", "");
+  if (type == "Sequence") {
+    for (const nlohmann::json& inner : processor.value("processors", nlohmann::json::array())) {
+      auto more = read_post_processor(inner);
+      if (!more) return more;
+      affixes.prefix.insert(affixes.prefix.end(), more->prefix.begin(), more->prefix.end());
+      affixes.suffix.insert(affixes.suffix.end(), more->suffix.begin(), more->suffix.end());
+    }
+    return affixes;
+  }
+  if (type != "TemplateProcessing") return affixes;
+  const nlohmann::json& specials = processor.value("special_tokens", nlohmann::json::object());
+  bool after_sequence = false;
+  for (const nlohmann::json& item : processor.value("single", nlohmann::json::array())) {
+    if (item.contains("Sequence")) {
+      after_sequence = true;
+      continue;
+    }
+    const std::string name = item.value("SpecialToken", nlohmann::json::object()).value("id", "");
+    const auto special = specials.find(name);
+    if (special == specials.end() || !special->contains("ids"))
+      return std::unexpected("post_processor: special token \"" + name + "\" has no ids");
+    for (const nlohmann::json& id : special->at("ids")) (after_sequence ? affixes.suffix : affixes.prefix).push_back(id.get<std::uint32_t>());
+  }
+  return affixes;
+}
+
+/// Appends `bytes` to `out` as UTF-8, each invalid sequence replaced by U+FFFD: the longest
+/// prefix of a valid sequence counts as one (Unicode's "maximal subparts", as Rust's
+/// `String::from_utf8_lossy` and so HF `tokenizers` replace them).
+void append_utf8_lossy(std::string_view bytes, std::string& out) {
+  static constexpr std::string_view replacement = "\xEF\xBF\xBD";
+  auto continuation = [](unsigned char c) { return c >= 0x80 && c <= 0xBF; };
+  std::size_t i = 0;
+  while (i < bytes.size()) {
+    const auto b = static_cast<unsigned char>(bytes[i]);
+    if (b < 0x80) {
+      out.push_back(static_cast<char>(b));
+      ++i;
+      continue;
+    }
+    const std::size_t width = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+    std::size_t valid = 1;  // bytes of a valid sequence's prefix seen
+    if (width > 0 && i + 1 < bytes.size()) {
+      const auto c = static_cast<unsigned char>(bytes[i + 1]);
+      const bool second = width == 2   ? continuation(c)
+                          : b == 0xE0  ? c >= 0xA0 && c <= 0xBF
+                          : b == 0xED  ? c >= 0x80 && c <= 0x9F
+                          : b == 0xF0  ? c >= 0x90 && c <= 0xBF
+                          : b == 0xF4  ? c >= 0x80 && c <= 0x8F
+                                       : continuation(c);
+      if (second) {
+        valid = 2;
+        while (valid < width && i + valid < bytes.size() && continuation(static_cast<unsigned char>(bytes[i + valid]))) ++valid;
+      }
+    }
+    if (width > 0 && valid == width) {
+      out.append(bytes.substr(i, width));
+    } else {
+      out.append(replacement);
+    }
+    i += width > 0 && valid == width ? width : valid;
+  }
+}
+
 }  // namespace
 
 struct tokenizer::tables {
@@ -122,6 +193,12 @@ struct tokenizer::tables {
     std::uint32_t id;
   };
   std::vector<added> added_tokens;  ///< longest first
+  /// Each id's bytes for decoding (the byte-level symbols mapped back; a token with a code point
+  /// outside that alphabet, such as an added token with a space, as its own UTF-8).
+  std::vector<std::string> token_bytes;
+  std::vector<bool> special;  ///< special added tokens, left out by decode(skip_special_tokens)
+  std::vector<bool> known;    ///< ids the vocabulary or the added tokens define
+  special_affixes affixes;
   bool nfc = false;
   pcre2_code* pattern = nullptr;
 
@@ -195,11 +272,15 @@ std::expected<tokenizer, tokenizer_error> tokenizer::load_tables(std::string_vie
   std::unordered_map<std::string, std::uint32_t> vocab_map;
   vocab_map.reserve(vocab.size());
   std::array<bool, 256> have_byte{};
+  std::vector<std::pair<std::uint32_t, std::string>> decoded_vocab;
+  decoded_vocab.reserve(vocab.size());
   for (const auto& [token, id] : vocab.items()) {
     const auto value = id.get<std::uint32_t>();
     vocab_map.emplace(token, value);
     t->vocab_size = std::max<std::size_t>(t->vocab_size, value + 1);
-    if (auto raw = to_raw_bytes(token, byte_of)) {
+    auto decoded = to_raw_bytes(token, byte_of);
+    decoded_vocab.emplace_back(value, decoded ? *decoded : token);
+    if (auto raw = std::move(decoded)) {
       if (raw->size() == 1) {
         t->byte_token[static_cast<std::uint8_t>((*raw)[0])] = value;
         have_byte[static_cast<std::uint8_t>((*raw)[0])] = true;
@@ -240,8 +321,31 @@ std::expected<tokenizer, tokenizer_error> tokenizer::load_tables(std::string_vie
     t->added_tokens.push_back({content, added.at("id").get<std::uint32_t>()});
     t->vocab_size = std::max<std::size_t>(t->vocab_size, t->added_tokens.back().id + 1);
   }
+  // The decoding table: vocab entries, then added tokens (their content decoded as HF's
+  // ByteLevel decoder does: through the byte-level alphabet if it all belongs to it, else as is).
+  t->token_bytes.assign(t->vocab_size, std::string());
+  t->special.assign(t->vocab_size, false);
+  std::vector<bool> known(t->vocab_size, false);
+  for (auto& [id, bytes] : decoded_vocab) {
+    t->token_bytes[id] = std::move(bytes);
+    known[id] = true;
+  }
+  for (const json& added : document.value("added_tokens", json::array())) {
+    const std::string content = added.value("content", "");
+    const auto id = added.at("id").get<std::uint32_t>();
+    if (content.empty() || id >= t->vocab_size) continue;
+    auto raw = to_raw_bytes(content, byte_of);
+    t->token_bytes[id] = raw ? *raw : content;
+    t->special[id] = added.value("special", false);
+    known[id] = true;
+  }
+  t->known = std::move(known);
   std::sort(t->added_tokens.begin(), t->added_tokens.end(),
             [](const auto& x, const auto& y) { return x.content.size() > y.content.size(); });
+  if (auto affixes = read_post_processor(document.value("post_processor", json())); !affixes)
+    return fail(affixes.error());
+  else
+    t->affixes = std::move(*affixes);
 
   const json& normalizer = document.value("normalizer", json());
   if (!normalizer.is_null()) {
@@ -299,6 +403,22 @@ std::size_t tokenizer::vocab_size() const { return tables_->vocab_size; }
 tokenizer::segment_cache_stats tokenizer::segment_stats() const {
   return {cache_->segments.hits(), cache_->segments.misses()};
 }
+
+std::optional<std::string> tokenizer::decode(std::span<const std::uint32_t> ids, bool skip_special_tokens) const {
+  const tables& t = *tables_;
+  std::string bytes;
+  for (const std::uint32_t id : ids) {
+    if (id >= t.known.size() || !t.known[id]) return std::nullopt;
+    if (skip_special_tokens && t.special[id]) continue;
+    bytes += t.token_bytes[id];
+  }
+  std::string text;
+  text.reserve(bytes.size());
+  append_utf8_lossy(bytes, text);
+  return text;
+}
+
+const tokenizer::special_affixes& tokenizer::added_special_tokens() const { return tables_->affixes; }
 
 std::optional<std::uint32_t> tokenizer::added_token_id(std::string_view content) const {
   for (const auto& added : tables_->added_tokens)

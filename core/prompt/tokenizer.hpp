@@ -13,6 +13,7 @@
 #include <expected>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,21 @@ class tokenizer {
     std::uint64_t misses = 0;
   };
   [[nodiscard]] segment_cache_stats segment_stats() const;
+
+  /// The text of `ids`, as HF `tokenizers` decodes them (ByteLevel decoder): each token's bytes
+  /// joined, then read as UTF-8 with every invalid sequence replaced by U+FFFD as Rust's
+  /// `from_utf8_lossy` does. Special added tokens are left out with `skip_special_tokens`.
+  /// nullopt if an id is not in the vocabulary. Thread-safe (reads the shared tables only).
+  [[nodiscard]] std::optional<std::string> decode(std::span<const std::uint32_t> ids, bool skip_special_tokens = false) const;
+
+  /// The special tokens the tokenizer's post-processor puts around a single sequence when
+  /// special tokens are added (`TemplateProcessing`, e.g. Llama-3's `<|begin_of_text|>`);
+  /// empty for ByteLevel post-processors (GPT-2, Qwen).
+  struct special_affixes {
+    std::vector<std::uint32_t> prefix;
+    std::vector<std::uint32_t> suffix;
+  };
+  [[nodiscard]] const special_affixes& added_special_tokens() const;
 
   [[nodiscard]] std::size_t vocab_size() const;
   /// The id of an added (special) token, if there is one with this content.

@@ -35,6 +35,58 @@ void expect_golden(tokenizer& t, const std::string& golden_file) {
 
 TEST(tokenizer, qwen3_matches_huggingface_tokenizers_on_every_corpus_text) { expect_golden(qwen3(), "qwen3_golden.json"); }
 
+/// Every golden decoding: whole, half (often cut inside a character), every prefix of up to 24
+/// tokens, and with special tokens skipped.
+void expect_golden_decoding(const tokenizer& t, const std::string& golden_file) {
+  const auto golden = nlohmann::json::parse(read_file(std::string(KVR_TEST_DATA_DIR) + "/tokenizer/" + golden_file));
+  std::size_t replaced = 0;
+  for (std::size_t i = 0; i < golden["ids"].size(); ++i) {
+    const auto ids = golden["ids"][i].get<std::vector<std::uint32_t>>();
+    EXPECT_EQ(t.decode(ids), golden["decoded"][i].get<std::string>()) << "text " << i;
+    EXPECT_EQ(t.decode(ids, true), golden["decoded_skipping_special"][i].get<std::string>()) << "text " << i;
+    const std::span<const std::uint32_t> all(ids);
+    EXPECT_EQ(t.decode(all.first(ids.size() / 2)), golden["decoded_half"][i].get<std::string>()) << "text " << i;
+    const auto& prefixes = golden["decoded_prefixes"][i];
+    for (std::size_t k = 1; k <= prefixes.size(); ++k) {
+      const std::string expected = prefixes[k - 1].get<std::string>();
+      replaced += expected.find("\xEF\xBF\xBD") != std::string::npos;
+      EXPECT_EQ(t.decode(all.first(k)), expected) << "text " << i << ", first " << k << " tokens";
+    }
+  }
+  EXPECT_GT(replaced, 10u) << "the corpus cuts characters often enough to check the replacements";
+}
+
+TEST(tokenizer, qwen3_decodes_as_huggingface_tokenizers_does_cut_characters_and_special_tokens_included) {
+  expect_golden_decoding(qwen3(), "qwen3_golden.json");
+}
+
+TEST(tokenizer, gpt2_decodes_as_huggingface_tokenizers_does) {
+  auto gpt2 = tokenizer::from_json(read_file(std::string(KVR_TOKENIZER_DIR) + "/gpt2/tokenizer.json"));
+  ASSERT_TRUE(gpt2);
+  expect_golden_decoding(*gpt2, "gpt2_golden.json");
+}
+
+TEST(tokenizer, decoding_an_id_outside_the_vocabulary_fails_and_bare_bytes_are_replaced) {
+  const std::vector<std::uint32_t> unknown{1, static_cast<std::uint32_t>(qwen3().vocab_size())};
+  EXPECT_FALSE(qwen3().decode(unknown));
+  EXPECT_EQ(qwen3().decode({}), "");
+  EXPECT_TRUE(qwen3().added_special_tokens().prefix.empty()) << "Qwen's post-processor adds nothing";
+}
+
+TEST(tokenizer, a_template_post_processor_names_the_special_tokens_added_around_a_prompt) {
+  auto doc = nlohmann::json::parse(read_file(qwen3_path));
+  const auto bos = *qwen3().added_token_id("<|endoftext|>");
+  doc["post_processor"] = nlohmann::json::parse(R"({"type": "Sequence", "processors": [
+      {"type": "ByteLevel"},
+      {"type": "TemplateProcessing",
+       "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+       "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [)" + std::to_string(bos) + R"(]}}}]})");
+  auto t = tokenizer::from_json(doc.dump());
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->added_special_tokens().prefix, std::vector<std::uint32_t>{bos});
+  EXPECT_TRUE(t->added_special_tokens().suffix.empty());
+}
+
 TEST(tokenizer, gpt2_with_string_merges_and_its_own_regex_matches_huggingface_tokenizers) {
   auto gpt2 = tokenizer::from_json(read_file(std::string(KVR_TOKENIZER_DIR) + "/gpt2/tokenizer.json"));
   ASSERT_TRUE(gpt2) << gpt2.error().message;
