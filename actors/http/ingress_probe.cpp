@@ -23,6 +23,8 @@ void ingress_probe::write_metrics(std::string& out) const {
   metric("kvrouter_client_disconnects_total", "Clients gone before their answer was complete.", "counter",
          client_disconnects_);
   metric("kvrouter_dry_runs_total", "Routing-only requests (x-kvrouter-dry-run: 1).", "counter", dry_runs_);
+  metric("kvrouter_tokenize_answered_total", "/tokenize and /detokenize requests answered with the set's own tokenizer.",
+         "counter", tokenized_locally_);
   metric("kvrouter_overloaded_total", "Requests refused because routing was saturated.", "counter", overloaded_);
   out += "# HELP kvrouter_responses_total Responses by status class.\n# TYPE kvrouter_responses_total counter\n";
   for (std::size_t c = 1; c < responses_by_class_.size(); ++c)

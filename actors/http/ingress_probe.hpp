@@ -30,6 +30,7 @@ class ingress_probe {
   void upstream_timed_out() { bump(upstream_timeouts_); }
   void client_disconnected() { bump(client_disconnects_); }
   void dry_run() { bump(dry_runs_); }
+  void tokenized_locally() { bump(tokenized_locally_); }
   void overloaded() { bump(overloaded_); }
   void responded(unsigned status) { bump(responses_by_class_[std::min(status / 100, 5u)]); }
 
@@ -39,6 +40,7 @@ class ingress_probe {
  private:
   static void bump(std::atomic<std::uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
 
+  std::atomic<std::uint64_t> tokenized_locally_{0};
   std::atomic<std::uint64_t> connections_{0};
   std::atomic<std::uint64_t> open_connections_{0};
   std::atomic<std::uint64_t> proxied_{0};

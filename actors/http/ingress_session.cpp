@@ -11,6 +11,7 @@
 #include "actors/http/set_metrics.hpp"
 #include "core/common/http_url.hpp"
 #include "core/common/multipart.hpp"
+#include "core/prompt/tokenize_api.hpp"
 
 namespace kvr::ingress {
 namespace {
@@ -366,7 +367,25 @@ class session final : public std::enable_shared_from_this<session>, public timed
                                                            std::string_view(request_.method_string().data(), request_.method_string().size()), path, models),
                          "model"});
     }
+    if (serves_tokenize(path, *set)) return answer_tokenize_locally(path, *set);
     route_request(std::move(table), *set, std::move(request));
+  }
+
+  /// `/tokenize` and `/detokenize` are answered here with the set's own tokenizer and chat
+  /// template when it has them (and the request wants nothing only the engine knows).
+  [[nodiscard]] bool serves_tokenize(std::string_view path, const worker_set_route& set) const {
+    if (request_.method() != http::verb::post || !set.text_tokenizer) return false;
+    if (path == "/detokenize") return true;
+    return path == "/tokenize" && !tokenize_needs_engine(request_.body());
+  }
+
+  void answer_tokenize_locally(std::string_view path, const worker_set_route& set) {
+    server_.probe.tokenized_locally();
+    tokenizer text = set.text_tokenizer->share();
+    auto answer = path == "/detokenize" ? answer_detokenize(request_.body(), text)
+                                        : answer_tokenize(request_.body(), text, set.chat.get(), set.chat_plain_fallback);
+    if (!answer) return send_error(answer.error());
+    send(http::status::ok, std::move(*answer), "application/json");
   }
 
   void route_request(std::shared_ptr<const routing_table> table, const worker_set_route& set, routing_request request) {

@@ -46,6 +46,11 @@ struct worker_set_route {
   scorer_actor scorer;
   std::vector<hasher_actor> hashers;  ///< empty: the set does not score prefix overlap
   prompt_capabilities prompts;        ///< what the hashers can hash (none where there are none)
+  /// The hashers' tokenizer and chat template, read-only: ingress answers /tokenize and
+  /// /detokenize with them (null where the set has no hashers or no tokenizer).
+  std::shared_ptr<const tokenizer> text_tokenizer;
+  std::shared_ptr<const chat_template> chat;
+  bool chat_plain_fallback = false;
   bool fetches_media = false;         ///< the set has a media fetcher (multimodal, overlap scored)
   /// The hashers' counters; every set has them, at zero where the gate spawns no hashers.
   std::shared_ptr<kvr::hasher_counters> hashing = std::make_shared<kvr::hasher_counters>();

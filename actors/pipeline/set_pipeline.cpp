@@ -102,6 +102,9 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
     auto resources = load_hasher_resources(card);
     if (!resources) return std::unexpected(resources.error());
     set.prompts = resources->capabilities();
+    set.text_tokenizer = resources->text_tokenizer;
+    set.chat = resources->chat;
+    set.chat_plain_fallback = resources->chat_plain_fallback;
     resources->counters = set.hashing;
     resources->max_prompt_tokens = serve.max_prompt_tokens;
     // The gate: image URLs are fetched only where images can pay off (prefix overlap scored,

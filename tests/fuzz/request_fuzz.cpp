@@ -13,6 +13,7 @@
 #include "core/prompt/chat_template.hpp"
 #include "core/prompt/openai.hpp"
 #include "core/prompt/prompt_plan.hpp"
+#include "core/prompt/tokenize_api.hpp"
 #include "core/prompt/tokenizer.hpp"
 
 namespace {
@@ -49,6 +50,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       qwen3().encode(request->prompt_text, tokens);
     }
   }
+  // As /tokenize and /detokenize bodies, answered with the set's tokenizer and template.
+  (void)kvr::tokenize_needs_engine(std::string_view(body.data(), size));
+  (void)kvr::answer_tokenize(std::string_view(body.data(), size), qwen3(), &chatml(), false);
+  (void)kvr::answer_detokenize(std::string_view(body.data(), size), qwen3());
   // As an upload (multipart/form-data): its first line the Content-Type, the rest the body.
   const std::string_view bytes(body.data(), size);
   const std::size_t line = bytes.find('\n');

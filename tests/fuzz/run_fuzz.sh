@@ -38,7 +38,8 @@ case "$target" in
              core/config/worker_spec.cpp core/common/http_url.cpp core/common/json_shape.cpp)
     libs=(-lfmt -lxxhash -lwebp -lcrypto) ;;
   request)
-    sources=(tests/fuzz/request_fuzz.cpp core/prompt/openai.cpp core/prompt/prompt_plan.cpp core/common/json_shape.cpp core/common/multipart.cpp
+    sources=(tests/fuzz/request_fuzz.cpp core/prompt/openai.cpp core/prompt/prompt_plan.cpp core/prompt/tokenize_api.cpp
+             core/common/json_shape.cpp core/common/multipart.cpp
              core/prompt/chat_template.cpp core/prompt/tokenizer.cpp core/prompt/jinja/value.cpp core/prompt/jinja/lexer.cpp
              core/prompt/jinja/parser.cpp core/prompt/jinja/builtins.cpp core/prompt/jinja/template.cpp)
     libs=(-lfmt -lxxhash -lsimdjson -lpcre2-8 -lutf8proc -DKVR_SOURCE_DIR="\"$repo\"") ;;
@@ -68,6 +69,8 @@ if target == "request":
         "completion-text": '{"model":"m","prompt":"Hello, world! \\u00e9\\ud83d\\ude00","stream":true}',
         "completion-ids": '{"model":"m","prompt":[1,2,3,4,5,6,7,8]}',
         "completion-batch": '{"model":"m","prompt":["a","b"]}',
+        "tokenize-chat": '{"messages":[{"role":"user","content":"hi"}],"add_generation_prompt":true,"tools":[],"chat_template_kwargs":{}}',
+        "detokenize": '{"tokens":[9707,11,1879,0,151645]}',
         "generate": '{"text":["first","second"],"input_ids":[[1,2],[3]],"sampling_params":{"max_new_tokens":4}}',
         "upload": 'multipart/form-data; boundary="XyZ"\n--XyZ\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper\r\n--XyZ--\r\n',
     }
