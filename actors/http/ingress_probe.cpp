@@ -23,6 +23,9 @@ void ingress_probe::write_metrics(std::string& out) const {
   metric("kvrouter_client_disconnects_total", "Clients gone before their answer was complete.", "counter",
          client_disconnects_);
   metric("kvrouter_dry_runs_total", "Routing-only requests (x-kvrouter-dry-run: 1).", "counter", dry_runs_);
+  metric("kvrouter_prompts_routed_on_load_total",
+         "/v1/responses and /v1/messages requests whose chat rendering is not certain (tools, function calls, images): routed on load.",
+         "counter", prompts_routed_on_load_);
   metric("kvrouter_tokenize_answered_total", "/tokenize and /detokenize requests answered with the set's own tokenizer.",
          "counter", tokenized_locally_);
   metric("kvrouter_overloaded_total", "Requests refused because routing was saturated.", "counter", overloaded_);

@@ -31,6 +31,7 @@ class ingress_probe {
   void client_disconnected() { bump(client_disconnects_); }
   void dry_run() { bump(dry_runs_); }
   void tokenized_locally() { bump(tokenized_locally_); }
+  void prompt_routed_on_load() { bump(prompts_routed_on_load_); }
   void overloaded() { bump(overloaded_); }
   void responded(unsigned status) { bump(responses_by_class_[std::min(status / 100, 5u)]); }
 
@@ -41,6 +42,7 @@ class ingress_probe {
   static void bump(std::atomic<std::uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
 
   std::atomic<std::uint64_t> tokenized_locally_{0};
+  std::atomic<std::uint64_t> prompts_routed_on_load_{0};
   std::atomic<std::uint64_t> connections_{0};
   std::atomic<std::uint64_t> open_connections_{0};
   std::atomic<std::uint64_t> proxied_{0};

@@ -11,6 +11,7 @@
 #include "actors/http/set_metrics.hpp"
 #include "core/common/http_url.hpp"
 #include "core/common/multipart.hpp"
+#include "core/prompt/api_translation.hpp"
 #include "core/prompt/tokenize_api.hpp"
 
 namespace kvr::ingress {
@@ -346,6 +347,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
       auto parsed = parse_body(endpoint);
       if (parsed) request = std::move(*parsed);
       else unreadable = parsed.error();
+      if (parsed && request_.method() == http::verb::post) read_prompt_of_other_apis(path, request);
     }
     if (request.prompt_tokens == 0) request.prompt_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(body.size() / 4, UINT32_MAX));
     auto table = server_.current_table();
@@ -369,6 +371,20 @@ class session final : public std::enable_shared_from_this<session>, public timed
     }
     if (serves_tokenize(path, *set)) return answer_tokenize_locally(path, *set);
     route_request(std::move(table), *set, std::move(request));
+  }
+
+  /// `/v1/responses` and `/v1/messages` route by prefix as the chat they render to (the worker
+  /// still gets the body as sent); one whose rendering is not certain routes on load (counted).
+  void read_prompt_of_other_apis(std::string_view path, routing_request& request) {
+    const bool responses = path == "/v1/responses";
+    if (!responses && path != "/v1/messages") return;
+    auto chat = responses ? responses_as_chat(request_.body()) : messages_as_chat(request_.body());
+    if (!chat) return server_.probe.prompt_routed_on_load();
+    const std::size_t size = chat->size();
+    chat->reserve(size + request_parser::padding);
+    auto parsed = thread_.json.parse(api_endpoint::chat_completions, std::string_view(chat->data(), size), chat->capacity());
+    if (!parsed || parsed->model != request.model) return server_.probe.prompt_routed_on_load();
+    request = std::move(*parsed);
   }
 
   /// `/tokenize` and `/detokenize` are answered here with the set's own tokenizer and chat

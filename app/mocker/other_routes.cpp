@@ -96,12 +96,26 @@ json x_headers_json(const other_request& request) {
 
 }  // namespace
 
+static route_answer answer_other_route_or_throw(const other_request& request, const std::string& model,
+                                                const prompt_tokenizer& prompts, std::uint32_t max_model_len);
+
 route_answer answer_other_route(const other_request& request, const std::string& model, const prompt_tokenizer& prompts,
                                 std::uint32_t max_model_len) {
+  try {
+    return answer_other_route_or_throw(request, model, prompts, max_model_len);
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type: the client's error
+    return bad_request(e.what());
+  }
+}
+
+static route_answer answer_other_route_or_throw(const other_request& request, const std::string& model,
+                                                const prompt_tokenizer& prompts, std::uint32_t max_model_len) {
   const bool post = request.method == "POST";
-  const bool json_body = request.content_type.find("json") != std::string_view::npos;
-  const json body = json_body ? json::parse(request.body, nullptr, false) : json();
-  if (post && json_body && !body.is_object()) return bad_request("the body is not a JSON object");
+  const bool served = post && (request.path == "/v1/embeddings" || request.path == "/tokenize" ||
+                               request.path == "/v1/responses" || request.path == "/v1/messages");
+  // Engines read a JSON body whatever its Content-Type says (clients often send none).
+  const json body = served ? json::parse(request.body, nullptr, false) : json();
+  if (served && !body.is_object()) return bad_request("the body is not a JSON object");
   if (post && request.path == "/v1/embeddings") return embeddings(body, model);
   if (post && request.path == "/tokenize") return tokenize(body, request.body, prompts, max_model_len);
   if (post && request.path == "/v1/responses") return responses(body, model);
