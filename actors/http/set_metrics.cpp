@@ -95,30 +95,24 @@ void write_set_metrics(std::string& out, const routing_table& table) {
          "# TYPE kvrouter_set_restarts_total counter\n";
   for (const worker_set_route& set : table.sets)
     out += fmt::format("kvrouter_set_restarts_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model, set.restarts);
-  out += "# HELP kvrouter_set_kv_batches_total KV-event batches applied.\n# TYPE kvrouter_set_kv_batches_total counter\n";
-  for (const worker_set_route& set : table.sets)
-    out += fmt::format("kvrouter_set_kv_batches_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
-                       set.snapshot->load()->kv_batches);
-  out += "# HELP kvrouter_set_prompt_blocks_routed_total Blocks of the prompts routed with prefix overlap scored.\n"
-         "# TYPE kvrouter_set_prompt_blocks_routed_total counter\n";
-  for (const worker_set_route& set : table.sets)
-    out += fmt::format("kvrouter_set_prompt_blocks_routed_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
-                       set.snapshot->load()->prompt_blocks_routed);
-  out += "# HELP kvrouter_set_overlap_blocks_routed_total Of them, blocks the chosen worker cached (hit rate = this / prompt blocks).\n"
-         "# TYPE kvrouter_set_overlap_blocks_routed_total counter\n";
-  for (const worker_set_route& set : table.sets)
-    out += fmt::format("kvrouter_set_overlap_blocks_routed_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
-                       set.snapshot->load()->overlap_blocks_routed);
-  out += "# HELP kvrouter_set_session_bindings Conversations bound to a worker (session affinity).\n"
-         "# TYPE kvrouter_set_session_bindings gauge\n";
-  for (const worker_set_route& set : table.sets)
-    out += fmt::format("kvrouter_set_session_bindings{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
-                       set.snapshot->load()->session_bindings);
-  out += "# HELP kvrouter_set_session_moves_total Bound conversations moved to another worker (theirs down, busy or too costly).\n"
-         "# TYPE kvrouter_set_session_moves_total counter\n";
-  for (const worker_set_route& set : table.sets)
-    out += fmt::format("kvrouter_set_session_moves_total{{set=\"{}\",model=\"{}\"}} {}\n", set.name, set.model,
-                       set.snapshot->load()->session_moves);
+  // A figure per set from its scorer's snapshot.
+  auto snapshot_family = [&](std::string_view name, std::string_view help, std::string_view type, auto value_of) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+    for (const worker_set_route& set : table.sets)
+      out += fmt::format("{}{{set=\"{}\",model=\"{}\"}} {}\n", name, set.name, set.model, value_of(*set.snapshot->load()));
+  };
+  snapshot_family("kvrouter_set_kv_batches_total", "KV-event batches applied.", "counter",
+                  [](const scorer_snapshot& s) { return s.kv_batches; });
+  snapshot_family("kvrouter_set_prompt_blocks_routed_total", "Blocks of the prompts routed with prefix overlap scored.", "counter",
+                  [](const scorer_snapshot& s) { return s.prompt_blocks_routed; });
+  snapshot_family("kvrouter_set_overlap_blocks_routed_total",
+                  "Of them, blocks the chosen worker cached (hit rate = this / prompt blocks).", "counter",
+                  [](const scorer_snapshot& s) { return s.overlap_blocks_routed; });
+  snapshot_family("kvrouter_set_session_bindings", "Conversations bound to a worker (session affinity).", "gauge",
+                  [](const scorer_snapshot& s) { return s.session_bindings; });
+  snapshot_family("kvrouter_set_session_moves_total",
+                  "Bound conversations moved to another worker (theirs down, busy or too costly).", "counter",
+                  [](const scorer_snapshot& s) { return s.session_moves; });
   // A counter per set, read from one of the set's shared counter blocks (absent: no sample).
   auto counter_family = [&](std::string_view name, std::string_view help, auto counters_of, auto value_of) {
     out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
@@ -188,6 +182,23 @@ nlohmann::json engine_json(const engine_metrics& e) {
 
 }  // namespace
 
+nlohmann::json live_worker_json(const scorer_snapshot::worker& worker, const std::string& url) {
+  const auto age = worker.last_kv_batch_age;
+  return {{"name", worker.name},
+          {"url", url},
+          {"healthy", worker.healthy},
+          {"busy", worker.busy},
+          {"active_requests", worker.requests},
+          {"active_prefill_tokens", worker.prefill_tokens},
+          {"active_decode_blocks", worker.decode_blocks},
+          {"index_blocks", worker.index_blocks},
+          {"last_kv_batch_age_s", age ? nlohmann::json(std::chrono::duration<double>(*age).count()) : nlohmann::json(nullptr)},
+          {"routed", worker.routed},
+          {"failures", worker.failures},
+          {"engine_restarts", worker.engine_restarts},
+          {"engine", engine_json(worker.engine)}};
+}
+
 std::string sets_page(const routing_table& table) {
   nlohmann::json page = nlohmann::json::parse(table.sets_json);
   for (std::size_t i = 0; i < table.sets.size() && i < page["sets"].size(); ++i) {
@@ -195,23 +206,8 @@ std::string sets_page(const routing_table& table) {
     const auto snapshot = cell.load();
     nlohmann::json workers = nlohmann::json::array();
     const worker_set_route& set = table.sets[i];
-    for (std::size_t w = 0; w < snapshot->workers.size(); ++w) {
-      const auto& worker = snapshot->workers[w];
-      const auto age = worker.last_kv_batch_age;
-      workers.push_back({{"name", worker.name},
-                         {"url", w < set.workers.size() ? set.workers[w].url : std::string()},
-                         {"healthy", worker.healthy},
-                         {"busy", worker.busy},
-                         {"active_requests", worker.requests},
-                         {"active_prefill_tokens", worker.prefill_tokens},
-                         {"active_decode_blocks", worker.decode_blocks},
-                         {"index_blocks", worker.index_blocks},
-                         {"last_kv_batch_age_s", age ? nlohmann::json(std::chrono::duration<double>(*age).count()) : nlohmann::json(nullptr)},
-                         {"routed", worker.routed},
-                         {"failures", worker.failures},
-                         {"engine_restarts", worker.engine_restarts},
-                         {"engine", engine_json(worker.engine)}});
-    }
+    for (std::size_t w = 0; w < snapshot->workers.size(); ++w)
+      workers.push_back(live_worker_json(snapshot->workers[w], w < set.workers.size() ? set.workers[w].url : std::string()));
     const admission_status& a = snapshot->admission;
     page["sets"][i]["live"] = {{"workers", std::move(workers)},
                                {"queue",

@@ -6,11 +6,16 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "actors/http/routing_table.hpp"
 
 namespace kvr {
 
 void write_set_metrics(std::string& out, const routing_table& table);
+
+/// One worker's live state as /v1/router/sets and the status page show it.
+[[nodiscard]] nlohmann::json live_worker_json(const scorer_snapshot::worker& worker, const std::string& url);
 
 /// The table's sets as JSON, each with `live`: per worker its health, bookings, busy flag and
 /// last engine scrape; the queue's depth and counters.

@@ -1,5 +1,7 @@
 #include "actors/http/status_page.hpp"
 
+#include "actors/http/set_metrics.hpp"
+
 #include <nlohmann/json.hpp>
 
 namespace kvr {
@@ -41,16 +43,7 @@ std::string traffic_recorder::status_json(const routing_table& table, double sec
     nlohmann::json workers = nlohmann::json::array();
     for (std::size_t w = 0; w < snapshot->workers.size(); ++w) {
       const auto& worker = snapshot->workers[w];
-      workers.push_back({{"name", worker.name},
-                         {"url", w < set.workers.size() ? set.workers[w].url : std::string()},
-                         {"healthy", worker.healthy},
-                         {"busy", worker.busy},
-                         {"active_requests", worker.requests},
-                         {"active_prefill_tokens", worker.prefill_tokens},
-                         {"index_blocks", worker.index_blocks},
-                         {"routed", worker.routed},
-                         {"failures", worker.failures},
-                         {"kv_cache_usage", optional_json(worker.engine.kv_cache_usage)}});
+      workers.push_back(live_worker_json(worker, w < set.workers.size() ? set.workers[w].url : std::string()));
     }
     nlohmann::json history = nlohmann::json::array();
     if (auto it = sets_.find(set.name); it != sets_.end())
