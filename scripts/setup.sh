@@ -28,6 +28,7 @@ packages=(
   clang-16 libclang-rt-16-dev     # libFuzzer for the KV-event decoder (tests/fuzz)
   etcd-server                     # discovery tests against a real etcd
   chromium                        # the status page's test (headless, driven by playwright-core)
+  openssl                         # the https:// worker test makes its certificates with it
 )
 
 # Node.js comes with this machine image; a bare Debian gets Debian's.
