@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # kvrouter vs HAProxy 2.6 in front of the same fast backend (nginx answering a fixed chat
 # completion), side by side in one run: wrk posts a chat body; each proxy runs one I/O thread;
-# CPU per request is read from /proc/PID/stat (user + system, all threads).
+# CPU per request is read from /proc/PID/stat (user + system, all threads). The same body also
+# goes to kvrouter's pass-through path (POST /v1/embeddings, a route kvrouter does not serve):
+# the "kvrouter pass-through" row.
 #
 #   bench/http/proxy_bench.sh [SECONDS per run, default 10] [CONNECTIONS, default 32] [ROUNDS, default 3]
 #                             [PACED_CONNECTIONS: the latency phase; default: enough connections,
@@ -83,11 +85,11 @@ LUA
 
 ticks=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-# run NAME PORT PID CONNECTIONS -> "rps p50_ms p99_ms cpu_us_per_req"
+# run NAME PORT PID CONNECTIONS [SCRIPT] [PATH] -> "rps p50_ms p99_ms cpu_us_per_req"
 run() {
-  local port=$2 pid=$3 c=$4 script=${5:-post.lua} before after out
+  local port=$2 pid=$3 c=$4 script=${5:-post.lua} path=${6:-/v1/chat/completions} before after out
   before=$([ "$pid" = - ] && echo 0 || cpu "$pid")
-  out=$(wrk -t1 -c"$c" -d"${seconds}s" --latency -s "$work/$script" "http://127.0.0.1:$port/v1/chat/completions")
+  out=$(wrk -t1 -c"$c" -d"${seconds}s" --latency -s "$work/$script" "http://127.0.0.1:$port$path")
   after=$([ "$pid" = - ] && echo 0 || cpu "$pid")
   local rps p50 p99 requests non2xx
   rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
@@ -106,19 +108,22 @@ for round in $(seq "$rounds"); do
   results[direct]+="$(run direct $backend_port - "$connections")"$'\n'
   results[haproxy]+="$(run haproxy $haproxy_port $haproxy_pid "$connections")"$'\n'
   results[kvrouter]+="$(run kvrouter $router_port $router_pid "$connections")"$'\n'
+  results[passthrough]+="$(run passthrough $router_port $router_pid "$connections" post.lua /v1/embeddings)"$'\n'
 done
 echo "## Peak: wrk -t1 -c$connections -d${seconds}s, $rounds rounds, medians"
 echo
 echo "| target | requests/s | p50 ms | p99 ms | proxy CPU-us per request |"
 echo "|---|---|---|---|---|"
-for name in direct haproxy kvrouter; do
+for name in direct haproxy kvrouter passthrough; do
   col() { printf '%s' "${results[$name]}" | awk -v c="$1" 'NF {print $c}' | median; }
-  echo "| $name | $(col 1) | $(col 2) | $(col 3) | $([ $name = direct ] && echo - || col 4) |"
+  label=$name; [ $name = passthrough ] && label="kvrouter pass-through"
+  echo "| $label | $(col 1) | $(col 2) | $(col 3) | $([ $name = direct ] && echo - || col 4) |"
 done
 kv_cpu=$(printf '%s' "${results[kvrouter]}" | awk 'NF {print $4}' | median)
 ha_cpu=$(printf '%s' "${results[haproxy]}" | awk 'NF {print $4}' | median)
 echo
-echo "kvrouter / HAProxy CPU per request: $(awk -v a="$kv_cpu" -v b="$ha_cpu" 'BEGIN {printf "%.2f", a / b}')"
+pt_cpu=$(printf '%s' "${results[passthrough]}" | awk 'NF {print $4}' | median)
+echo "kvrouter / HAProxy CPU per request: $(awk -v a="$kv_cpu" -v b="$ha_cpu" 'BEGIN {printf "%.2f", a / b}') (chat), $(awk -v a="$pt_cpu" -v b="$ha_cpu" 'BEGIN {printf "%.2f", a / b}') (pass-through)"
 
 # Added latency at about half of kvrouter's peak (paced connections), medians of the rounds.
 kv_peak=$(printf '%s' "${results[kvrouter]}" | awk 'NF {print $1}' | median)
