@@ -14,7 +14,7 @@ ctest --test-dir "${KVR_BUILD_DIR:-$repo/build}" --output-on-failure -j2
 asan_dir=${KVR_ASAN_BUILD_DIR:-$repo/build-asan}
 # -O1 -g1: line tables for reports, a build half as long as -O2 -g on 2 cores.
 cmake -S "$repo" -B "$asan_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" -DKVR_SANITIZE=address,undefined \
-      -DKVR_BUILD_BENCHMARKS=OFF >/dev/null
+      -DKVR_BUILD_BENCHMARKS=OFF -DKVR_BUILD_BENCH_TOOL=OFF >/dev/null
 cmake --build "$asan_dir" -j2
 # Leaks are checked by the fuzz targets; CAF's and libzmq's process-lifetime singletons would
 # drown the report here. halt_on_error keeps the first report readable.
