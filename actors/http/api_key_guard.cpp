@@ -23,7 +23,10 @@ std::expected<api_key_set, std::string> read_key_file(const std::string& path) {
 }  // namespace
 
 api_key_guard::api_key_guard(const ingress_settings& settings)
-    : flag_keys_(settings.api_keys), admin_flag_keys_(settings.admin_api_keys), file_(settings.api_key_file) {
+    : flag_keys_(settings.api_keys),
+      admin_flag_keys_(settings.admin_api_keys),
+      file_(settings.api_key_file),
+      off_(flag_keys_.empty() && admin_flag_keys_.empty() && file_.empty()) {
   api_key_set from_file;
   if (!file_.empty()) {
     std::error_code ec;
@@ -61,7 +64,7 @@ api_key_guard::route_class api_key_guard::classify(std::string_view path) {
 }
 
 std::optional<api_error> api_key_guard::check(route_class route, std::string_view authorization) const {
-  if (route == route_class::open) return std::nullopt;
+  if (off_ || route == route_class::open) return std::nullopt;
   const auto keys = current();
   const bool admin = route == route_class::admin;
   if (!(admin ? keys->admin_required : keys->api_required)) return std::nullopt;

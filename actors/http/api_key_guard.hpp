@@ -48,6 +48,8 @@ class api_key_guard {
   std::vector<std::string> flag_keys_;
   std::vector<std::string> admin_flag_keys_;
   std::string file_;
+  /// No key of any kind was given: every route is open, and checks touch no lock.
+  bool off_ = true;
   std::filesystem::file_time_type file_time_{};
   std::uintmax_t file_size_ = 0;
   mutable std::mutex mutex_;
