@@ -17,16 +17,13 @@
 #include <xxhash.h>
 
 #include "core/common/flat_u64_map.hpp"
+#include "core/prompt/pretokenizer.hpp"
 #include "core/prompt/segment_cache.hpp"
 
 namespace kvr {
 namespace {
 
 using json = nlohmann::json;
-
-/// GPT-2's pattern, used when a ByteLevel pre-tokenizer has `use_regex: true`.
-constexpr std::string_view gpt2_pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 std::unexpected<tokenizer_error> fail(std::string message) { return std::unexpected(tokenizer_error{std::move(message)}); }
 
@@ -193,6 +190,7 @@ struct tokenizer::tables {
     std::uint32_t id;
   };
   std::vector<added> added_tokens;  ///< longest first
+  std::string added_first_bytes;    ///< the distinct first bytes of added_tokens
   /// Each id's bytes for decoding (the byte-level symbols mapped back; a token with a code point
   /// outside that alphabet, such as an added token with a space, as its own UTF-8).
   std::vector<std::string> token_bytes;
@@ -200,6 +198,9 @@ struct tokenizer::tables {
   std::vector<bool> known;    ///< ids the vocabulary or the added tokens define
   special_affixes affixes;
   bool nfc = false;
+  /// The pre-tokenizer: one of the known patterns, matched by hand (core/prompt/pretokenizer),
+  /// or any other regex through PCRE2.
+  std::optional<split_pattern> split;
   pcre2_code* pattern = nullptr;
 
   ~tables() {
@@ -208,9 +209,16 @@ struct tokenizer::tables {
 };
 
 struct tokenizer::cache {
+  /// A piece of up to 7 bytes, keyed by its bytes (see short_key); a one-token piece, the
+  /// common case, holds its id here.
+  struct short_entry {
+    std::uint32_t first_id, ids_offset, ids_size;
+  };
+  /// A longer piece, keyed by its hash; its bytes are compared on a hit.
   struct entry {
     std::uint32_t bytes_offset, bytes_size, ids_offset, ids_size;
   };
+  flat_u64_map<short_entry> short_entries;
   flat_u64_map<entry> entries;
   std::string bytes;
   std::vector<std::uint32_t> ids;
@@ -220,11 +228,52 @@ struct tokenizer::cache {
   segment_cache segments{max_segment_ids};
   std::vector<std::size_t> next_added;  ///< where each added token next occurs (encode scratch)
 
-  explicit cache(const pcre2_code* pattern) : match(pcre2_match_data_create_from_pattern(pattern, nullptr)) {}
-  ~cache() { pcre2_match_data_free(match); }
+  explicit cache(const pcre2_code* pattern)
+      : match(pattern == nullptr ? nullptr : pcre2_match_data_create_from_pattern(pattern, nullptr)) {}
+  ~cache() {
+    if (match) pcre2_match_data_free(match);
+  }
 
-  static constexpr std::size_t max_piece = 64;        ///< longer pieces are not cached
+  /// Longer pieces are not cached. Runs of spaces, dashes or stars in prose reach dozens of
+  /// bytes and merge slowly: they are worth a cache entry.
+  static constexpr std::size_t max_piece = 256;
+  static constexpr std::size_t max_short_piece = 7;
+  /// The bytes of a short piece in the low seven bytes and its length in the top one: equal
+  /// keys are equal pieces.
+  /// The key of the piece of `size` bytes at `from` in `text`: one load and a mask where eight
+  /// bytes are readable there, else short_key's loads within the piece.
+  static std::uint64_t short_key_in(std::string_view text, std::size_t from, std::size_t size) {
+    if (from + 8 > text.size()) return short_key(text.substr(from, size));
+    std::uint64_t word = 0;
+    std::memcpy(&word, text.data() + from, 8);
+    return (word & ((std::uint64_t{1} << (size * 8)) - 1)) | (std::uint64_t{size} << 56);
+  }
+  /// Built from at most three loads within the piece (never past its end): byte k lands at
+  /// bits 8k whichever load brings it, so overlapping loads agree.
+  static std::uint64_t short_key(std::string_view piece) {
+    const auto* p = reinterpret_cast<const unsigned char*>(piece.data());
+    const std::size_t n = piece.size();
+    std::uint64_t key = 0;
+    if (n >= 4) {
+      std::uint32_t low = 0, high = 0;
+      std::memcpy(&low, p, 4);
+      std::memcpy(&high, p + n - 4, 4);
+      key = low | (std::uint64_t{high} << ((n - 4) * 8));
+    } else if (n > 0) {
+      key = p[0] | (std::uint64_t{p[n / 2]} << ((n / 2) * 8)) | (std::uint64_t{p[n - 1]} << ((n - 1) * 8));
+    }
+    return key | (std::uint64_t{n} << 56);
+  }
+  /// Bounded: past max_ids cached ids or max_bytes cached piece bytes, the cache starts over.
+  void make_room(std::size_t more_ids, std::size_t more_bytes = 0) {
+    if (ids.size() + more_ids <= max_ids && bytes.size() + more_bytes <= max_bytes) return;
+    short_entries.clear();
+    entries.clear();
+    bytes.clear();
+    ids.clear();
+  }
   static constexpr std::size_t max_ids = 1u << 22;    ///< bound: the cache starts over beyond
+  static constexpr std::size_t max_bytes = 1u << 24;  ///< bound on the long pieces' bytes
   /// Segments shorter than this are not worth a cache entry (the piece cache covers them).
   static constexpr std::size_t min_segment_bytes = 128;
   static constexpr std::size_t max_segment_ids = 1u << 20;  ///< 4 MiB of ids per tokenizer
@@ -342,6 +391,8 @@ std::expected<tokenizer, tokenizer_error> tokenizer::load_tables(std::string_vie
   t->known = std::move(known);
   std::sort(t->added_tokens.begin(), t->added_tokens.end(),
             [](const auto& x, const auto& y) { return x.content.size() > y.content.size(); });
+  for (const auto& added : t->added_tokens)
+    if (t->added_first_bytes.find(added.content.front()) == std::string::npos) t->added_first_bytes += added.content.front();
   if (auto affixes = read_post_processor(document.value("post_processor", json())); !affixes)
     return fail(affixes.error());
   else
@@ -362,7 +413,7 @@ std::expected<tokenizer, tokenizer_error> tokenizer::load_tables(std::string_vie
   if (pre.value("type", "") == "ByteLevel") {
     if (!byte_level_ok(pre)) return fail("ByteLevel add_prefix_space is not supported");
     if (!pre.value("use_regex", true)) return fail("a ByteLevel pre-tokenizer without a regex is not supported");
-    pattern = gpt2_pattern;
+    pattern = gpt2_split_regex();
   } else if (pre.value("type", "") == "Sequence") {
     const json& steps = pre.value("pretokenizers", json::array());
     if (steps.size() != 2 || steps[0].value("type", "") != "Split" || steps[1].value("type", "") != "ByteLevel")
@@ -378,6 +429,7 @@ std::expected<tokenizer, tokenizer_error> tokenizer::load_tables(std::string_vie
   } else {
     return fail(fmt::format("unsupported pre-tokenizer \"{}\"", pre.value("type", "none")));
   }
+  if ((t->split = known_split_pattern(pattern))) return tokenizer(std::move(t));
   int error = 0;
   PCRE2_SIZE offset = 0;
   t->pattern = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), PCRE2_UTF | PCRE2_UCP,
@@ -503,6 +555,27 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
   const tables& t = *tables_;
   cache& c = *cache_;
 
+  /// A piece of at most 7 bytes: its bytes are its key (no hash, no compare).
+  auto encode_short_piece = [&](std::string_view piece, std::uint64_t key) {
+    if (const cache::short_entry* e = c.short_entries.find(key)) {
+      if (e->ids_size == 1) out.push_back(e->first_id);
+      else out.insert(out.end(), c.ids.begin() + e->ids_offset, c.ids.begin() + e->ids_offset + e->ids_size);
+      return;
+    }
+    if (t.ignore_merges) {
+      if (auto it = t.vocab_by_bytes.find(std::string(piece)); it != t.vocab_by_bytes.end()) {
+        out.push_back(it->second);
+        return;
+      }
+    }
+    merge_piece(piece, t.byte_token, t.merges, c.symbols);
+    out.insert(out.end(), c.symbols.begin(), c.symbols.end());
+    c.make_room(c.symbols.size());
+    c.short_entries.insert_or_assign(key, cache::short_entry{c.symbols.front(), static_cast<std::uint32_t>(c.ids.size()),
+                                                             static_cast<std::uint32_t>(c.symbols.size())});
+    c.ids.insert(c.ids.end(), c.symbols.begin(), c.symbols.end());
+  };
+
   auto encode_piece = [&](std::string_view piece) {
     if (t.ignore_merges) {
       if (auto it = t.vocab_by_bytes.find(std::string(piece)); it != t.vocab_by_bytes.end()) {
@@ -510,6 +583,7 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
         return;
       }
     }
+    if (piece.size() <= cache::max_short_piece) return encode_short_piece(piece, cache::short_key(piece));
     const bool cacheable = piece.size() <= cache::max_piece;
     std::uint64_t key = 0;
     if (cacheable) {
@@ -523,11 +597,7 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
     merge_piece(piece, t.byte_token, t.merges, c.symbols);
     out.insert(out.end(), c.symbols.begin(), c.symbols.end());
     if (!cacheable) return;
-    if (c.ids.size() + c.symbols.size() > cache::max_ids) {  // bounded: start over
-      c.entries.clear();
-      c.bytes.clear();
-      c.ids.clear();
-    }
+    c.make_room(c.symbols.size(), piece.size());
     c.entries.insert_or_assign(key, cache::entry{static_cast<std::uint32_t>(c.bytes.size()), static_cast<std::uint32_t>(piece.size()),
                                                  static_cast<std::uint32_t>(c.ids.size()),
                                                  static_cast<std::uint32_t>(c.symbols.size())});
@@ -537,6 +607,20 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
 
   auto encode_uncached_segment = [&](std::string_view segment) {
     if (t.nfc && nfc_into(segment, c.normalized)) segment = c.normalized;
+    if (t.split) {
+      if (!valid_utf8(segment)) return encode_piece(segment);  // as PCRE2 refuses it: one piece
+      std::array<std::size_t, 256> ends;
+      for (std::size_t start = 0; start < segment.size();) {
+        const std::size_t count = piece_ends(*t.split, segment, start, ends);
+        for (std::size_t i = 0; i < count; ++i) {
+          const std::size_t size = ends[i] - start;
+          if (size <= cache::max_short_piece) encode_short_piece(segment.substr(start, size), cache::short_key_in(segment, start, size));
+          else encode_piece(segment.substr(start, size));
+          start = ends[i];
+        }
+      }
+      return;
+    }
     const auto* subject = reinterpret_cast<PCRE2_SPTR>(segment.data());
     std::size_t position = 0;
     std::size_t gap_start = 0;
@@ -575,26 +659,34 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
     c.segments.insert(key, segment.size(), std::span(out).subspan(first));
   };
 
-  // Added tokens first: the earliest occurrence of any (the longest at equal positions). Each
-  // token's next occurrence is remembered, so the text is scanned once per added token.
-  c.next_added.assign(t.added_tokens.size(), 0);
-  for (std::size_t i = 0; i < t.added_tokens.size(); ++i) c.next_added[i] = text.find(t.added_tokens[i].content);
+  // Added tokens first: the earliest occurrence of any (the longest at equal positions). The
+  // text is scanned for the tokens' first bytes (one for Qwen's and Llama's, `<`), each
+  // byte's next occurrence remembered, and candidates are compared where one occurs.
+  const std::string_view firsts = t.added_first_bytes;
+  c.next_added.resize(firsts.size());
+  for (std::size_t k = 0; k < firsts.size(); ++k) c.next_added[k] = text.find(firsts[k]);
   std::size_t position = 0;
   while (position < text.size()) {
-    std::size_t best_at = std::string_view::npos;
-    const tables::added* best = nullptr;
-    for (std::size_t i = 0; i < t.added_tokens.size(); ++i) {
-      std::size_t& at = c.next_added[i];
-      if (at != std::string_view::npos && at < position) at = text.find(t.added_tokens[i].content, position);
-      if (at < best_at) {
-        best_at = at;
-        best = &t.added_tokens[i];
+    std::size_t k = 0;
+    for (std::size_t j = 1; j < firsts.size(); ++j)
+      if (c.next_added[j] < c.next_added[k]) k = j;
+    if (firsts.empty() || c.next_added[k] == std::string_view::npos) break;
+    const std::size_t at = c.next_added[k];
+    const tables::added* match = nullptr;
+    for (const tables::added& token : t.added_tokens)  // longest first
+      if (text.substr(at).starts_with(token.content)) {
+        match = &token;
+        break;
       }
+    if (match == nullptr) {
+      c.next_added[k] = text.find(firsts[k], at + 1);
+      continue;
     }
-    if (best == nullptr) break;
-    encode_segment(text.substr(position, best_at - position));
-    out.push_back(best->id);
-    position = best_at + best->content.size();
+    encode_segment(text.substr(position, at - position));
+    out.push_back(match->id);
+    position = at + match->content.size();
+    for (std::size_t j = 0; j < firsts.size(); ++j)
+      if (c.next_added[j] != std::string_view::npos && c.next_added[j] < position) c.next_added[j] = text.find(firsts[j], position);
   }
   if (position < text.size()) encode_segment(text.substr(position));
 }

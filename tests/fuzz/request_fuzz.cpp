@@ -4,17 +4,23 @@
 // the prompt plan, the chat template (ChatML, with tools and kwargs) and the Qwen3 tokenizer.
 // Whatever the bytes, each step returns a value or an error; ASan, UBSan and -malloc_limit_mb
 // catch the rest (deep nesting included: a body the shape check passes is walked recursively).
+// The bytes, as text, are also split by the hand-written pre-tokenizer of each known pattern
+// and by PCRE2: a difference aborts (tests/support/pcre2_pieces.hpp).
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "core/common/multipart.hpp"
 #include "core/prompt/chat_template.hpp"
 #include "core/prompt/openai.hpp"
+#include "core/prompt/pretokenizer.hpp"
 #include "core/prompt/prompt_plan.hpp"
 #include "core/prompt/tokenize_api.hpp"
 #include "core/prompt/tokenizer.hpp"
+#include "tests/support/pcre2_pieces.hpp"
 
 namespace {
 
@@ -28,10 +34,27 @@ kvr::tokenizer& qwen3() {
   return t;
 }
 
+/// The pre-tokenizer and PCRE2 split `text` alike under every known pattern.
+void check_pieces(std::string_view text) {
+  static const std::string qwen2 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  static const std::string llama3 =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  if (!kvr::valid_utf8(text) || !kvr::testing::classes_agree_with_pcre2(text)) return;
+  for (const std::string_view regex : {std::string_view(qwen2), std::string_view(llama3), kvr::gpt2_split_regex()}) {
+    const auto pattern = kvr::known_split_pattern(regex);
+    if (!pattern || kvr::testing::builtin_piece_ends(*pattern, text) != kvr::testing::pcre2_piece_ends(regex, text)) {
+      std::fprintf(stderr, "pre-tokenizer and PCRE2 split differently under %.*s\n", static_cast<int>(regex.size()), regex.data());
+      std::abort();
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static kvr::request_parser parser;
+  check_pieces(std::string_view(reinterpret_cast<const char*>(data), size));
   std::string body(reinterpret_cast<const char*>(data), size);
   body.reserve(size + kvr::request_parser::padding);
   for (auto endpoint : {kvr::api_endpoint::chat_completions, kvr::api_endpoint::completions, kvr::api_endpoint::generate,

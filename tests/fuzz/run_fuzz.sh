@@ -7,7 +7,8 @@
 #   media:   image headers and data: URIs, seeded with small images of every format;
 #   request: request bodies (chat, completion, /generate, pass-through, multipart upload) through the
 #            shape check, routing inputs, prompt plan, chat template
-#            and tokenizer, seeded with chat and completion bodies;
+#            and tokenizer, seeded with chat and completion bodies; the bytes as text, split
+#            by the hand-written pre-tokenizer and by PCRE2 (differential: they must agree);
 #   config:  config files, worker specs and URLs, seeded with the example config;
 #   metrics: engines' /metrics answers (Prometheus text), seeded with vLLM- and SGLang-shaped ones.
 #
@@ -42,7 +43,8 @@ case "$target" in
   request)
     sources=(tests/fuzz/request_fuzz.cpp core/prompt/openai.cpp core/prompt/prompt_plan.cpp core/prompt/tokenize_api.cpp
              core/common/json_shape.cpp core/common/multipart.cpp
-             core/prompt/chat_template.cpp core/prompt/tokenizer.cpp core/prompt/jinja/value.cpp core/prompt/jinja/lexer.cpp
+             core/prompt/chat_template.cpp core/prompt/pretokenizer.cpp core/prompt/tokenizer.cpp
+             core/prompt/jinja/value.cpp core/prompt/jinja/lexer.cpp
              core/prompt/jinja/parser.cpp core/prompt/jinja/builtins.cpp core/prompt/jinja/template.cpp)
     libs=(-lfmt -lxxhash -lsimdjson -lpcre2-8 -lutf8proc -DKVR_SOURCE_DIR="\"$repo\"") ;;
   config)
@@ -54,7 +56,7 @@ case "$target" in
     libs=() ;;
   *) echo "unknown fuzz target $target" >&2; exit 2 ;;
 esac
-newest=$(cd "$repo" && ls -t "${sources[@]}" core/*/*.hpp | head -1)
+newest=$(cd "$repo" && ls -t "${sources[@]}" core/*/*.hpp tests/support/*.hpp | head -1)
 if [ ! -x "$binary" ] || [ "$repo/$newest" -nt "$binary" ]; then
   # One object per source, two compilers at a time (the big targets compile for minutes), then
   # the link. "${libs[@]}" holds defines and libraries alike: each step ignores what is not its own.
