@@ -1,8 +1,9 @@
 #pragma once
 /// An open-addressing hash map from u64 keys to small trivially copyable values.
 ///
-/// Linear probing over one flat array (no node per entry), Fibonacci hashing of the key (keys
-/// may be small integers such as test hashes, so they are mixed, not used as-is), backward-shift
+/// Linear probing over one flat array (no node per entry), the key mixed by `Mix` (splitmix64's
+/// finalizer by default: keys may be small integers or arithmetic progressions, such as test
+/// and SGLang hashes; keys that are already well spread can take a cheaper one), backward-shift
 /// deletion (no tombstones, so probe lengths stay short under churn). Key 0 is stored out of
 /// band. Pointers returned by `find` / `try_emplace` are valid until the next insertion.
 
@@ -15,7 +16,25 @@
 
 namespace kvr {
 
-template <class Value>
+/// splitmix64's finalizer: engine hashes can be arithmetic progressions (SGLang, tests), on
+/// which a bare multiplicative hash clusters badly under linear probing.
+struct splitmix_mix {
+  [[nodiscard]] std::uint64_t operator()(std::uint64_t key) const {
+    key ^= key >> 30;
+    key *= 0xBF58476D1CE4E5B9ull;
+    key ^= key >> 27;
+    key *= 0x94D049BB133111EBull;
+    return key ^ (key >> 31);
+  }
+};
+
+/// One multiplication (Fibonacci hashing; the table takes the top bits): for keys whose bits
+/// all vary, such as packed text bytes.
+struct fibonacci_mix {
+  [[nodiscard]] std::uint64_t operator()(std::uint64_t key) const { return key * 0x9E3779B97F4A7C15ull; }
+};
+
+template <class Value, class Mix = splitmix_mix>
 class flat_u64_map {
   static_assert(std::is_trivially_copyable_v<Value>, "values are moved around with the slots");
 
@@ -161,16 +180,7 @@ class flat_u64_map {
   static constexpr std::size_t max_load_den = 10;
 
   [[nodiscard]] std::size_t mask() const { return slots_.size() - 1; }
-  [[nodiscard]] std::size_t home(std::uint64_t key) const {
-    // splitmix64's finalizer: engine hashes can be arithmetic progressions (SGLang, tests), on
-    // which a bare multiplicative hash clusters badly under linear probing.
-    key ^= key >> 30;
-    key *= 0xBF58476D1CE4E5B9ull;
-    key ^= key >> 27;
-    key *= 0x94D049BB133111EBull;
-    key ^= key >> 31;
-    return static_cast<std::size_t>(key >> shift_);
-  }
+  [[nodiscard]] std::size_t home(std::uint64_t key) const { return static_cast<std::size_t>(Mix{}(key) >> shift_); }
   [[nodiscard]] std::size_t next(std::size_t i) const { return (i + 1) & mask(); }
 
   void place(const slot& entry) {

@@ -198,6 +198,17 @@ inline std::size_t qwen_piece(std::string_view t, std::size_t i, bool three_digi
     if (cls != char_class::number && b0 != '\r' && b0 != '\n' && i + 1 < t.size()) {
       const auto b1 = static_cast<unsigned char>(t[i + 1]);
       if (b1 < 0x80 && ascii_classes[b1] == char_class::letter) return word_end(t, i + 2);
+      // Punctuation followed by ASCII that is not a letter (", ", ".\n", "),"): ` ?[^\s\p{L}\p{N}]+[\r\n]*`.
+      if (cls == char_class::other && b1 < 0x80) {
+        std::size_t end = i + 1;
+        while (end < t.size() && static_cast<unsigned char>(t[end]) < 0x80 &&
+               ascii_classes[static_cast<unsigned char>(t[end])] == char_class::other)
+          ++end;
+        if (end == t.size() || static_cast<unsigned char>(t[end]) < 0x80) {  // a non-ASCII byte may continue the run
+          while (end < t.size() && is_cr_or_lf(t[end])) ++end;
+          return end;
+        }
+      }
     }
   }
   return qwen_piece_slow(t, i, three_digits);

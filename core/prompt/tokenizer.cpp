@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "core/common/flat_u64_map.hpp"
+#include "core/prompt/piece_cache.hpp"
 #include "core/prompt/pretokenizer.hpp"
 #include "core/prompt/segment_cache.hpp"
 
@@ -209,19 +210,7 @@ struct tokenizer::tables {
 };
 
 struct tokenizer::cache {
-  /// A piece of up to 7 bytes, keyed by its bytes (see short_key); a one-token piece, the
-  /// common case, holds its id here.
-  struct short_entry {
-    std::uint32_t first_id, ids_offset, ids_size;
-  };
-  /// A longer piece, keyed by its hash; its bytes are compared on a hit.
-  struct entry {
-    std::uint32_t bytes_offset, bytes_size, ids_offset, ids_size;
-  };
-  flat_u64_map<short_entry> short_entries;
-  flat_u64_map<entry> entries;
-  std::string bytes;
-  std::vector<std::uint32_t> ids;
+  piece_cache pieces;
   pcre2_match_data* match = nullptr;
   std::vector<std::uint32_t> symbols;
   std::string normalized;
@@ -234,46 +223,6 @@ struct tokenizer::cache {
     if (match) pcre2_match_data_free(match);
   }
 
-  /// Longer pieces are not cached. Runs of spaces, dashes or stars in prose reach dozens of
-  /// bytes and merge slowly: they are worth a cache entry.
-  static constexpr std::size_t max_piece = 256;
-  static constexpr std::size_t max_short_piece = 7;
-  /// The bytes of a short piece in the low seven bytes and its length in the top one: equal
-  /// keys are equal pieces.
-  /// The key of the piece of `size` bytes at `from` in `text`: one load and a mask where eight
-  /// bytes are readable there, else short_key's loads within the piece.
-  static std::uint64_t short_key_in(std::string_view text, std::size_t from, std::size_t size) {
-    if (from + 8 > text.size()) return short_key(text.substr(from, size));
-    std::uint64_t word = 0;
-    std::memcpy(&word, text.data() + from, 8);
-    return (word & ((std::uint64_t{1} << (size * 8)) - 1)) | (std::uint64_t{size} << 56);
-  }
-  /// Built from at most three loads within the piece (never past its end): byte k lands at
-  /// bits 8k whichever load brings it, so overlapping loads agree.
-  static std::uint64_t short_key(std::string_view piece) {
-    const auto* p = reinterpret_cast<const unsigned char*>(piece.data());
-    const std::size_t n = piece.size();
-    std::uint64_t key = 0;
-    if (n >= 4) {
-      std::uint32_t low = 0, high = 0;
-      std::memcpy(&low, p, 4);
-      std::memcpy(&high, p + n - 4, 4);
-      key = low | (std::uint64_t{high} << ((n - 4) * 8));
-    } else if (n > 0) {
-      key = p[0] | (std::uint64_t{p[n / 2]} << ((n / 2) * 8)) | (std::uint64_t{p[n - 1]} << ((n - 1) * 8));
-    }
-    return key | (std::uint64_t{n} << 56);
-  }
-  /// Bounded: past max_ids cached ids or max_bytes cached piece bytes, the cache starts over.
-  void make_room(std::size_t more_ids, std::size_t more_bytes = 0) {
-    if (ids.size() + more_ids <= max_ids && bytes.size() + more_bytes <= max_bytes) return;
-    short_entries.clear();
-    entries.clear();
-    bytes.clear();
-    ids.clear();
-  }
-  static constexpr std::size_t max_ids = 1u << 22;    ///< bound: the cache starts over beyond
-  static constexpr std::size_t max_bytes = 1u << 24;  ///< bound on the long pieces' bytes
   /// Segments shorter than this are not worth a cache entry (the piece cache covers them).
   static constexpr std::size_t min_segment_bytes = 128;
   static constexpr std::size_t max_segment_ids = 1u << 20;  ///< 4 MiB of ids per tokenizer
@@ -555,67 +504,35 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
   const tables& t = *tables_;
   cache& c = *cache_;
 
-  /// A piece of at most 7 bytes: its bytes are its key (no hash, no compare).
-  auto encode_short_piece = [&](std::string_view piece, std::uint64_t key) {
-    if (const cache::short_entry* e = c.short_entries.find(key)) {
-      if (e->ids_size == 1) out.push_back(e->first_id);
-      else out.insert(out.end(), c.ids.begin() + e->ids_offset, c.ids.begin() + e->ids_offset + e->ids_size);
-      return;
-    }
-    if (t.ignore_merges) {
-      if (auto it = t.vocab_by_bytes.find(std::string(piece)); it != t.vocab_by_bytes.end()) {
-        out.push_back(it->second);
-        return;
-      }
-    }
-    merge_piece(piece, t.byte_token, t.merges, c.symbols);
-    out.insert(out.end(), c.symbols.begin(), c.symbols.end());
-    c.make_room(c.symbols.size());
-    c.short_entries.insert_or_assign(key, cache::short_entry{c.symbols.front(), static_cast<std::uint32_t>(c.ids.size()),
-                                                             static_cast<std::uint32_t>(c.symbols.size())});
-    c.ids.insert(c.ids.end(), c.symbols.begin(), c.symbols.end());
-  };
-
-  auto encode_piece = [&](std::string_view piece) {
-    if (t.ignore_merges) {
-      if (auto it = t.vocab_by_bytes.find(std::string(piece)); it != t.vocab_by_bytes.end()) {
-        out.push_back(it->second);
-        return;
-      }
-    }
-    if (piece.size() <= cache::max_short_piece) return encode_short_piece(piece, cache::short_key(piece));
-    const bool cacheable = piece.size() <= cache::max_piece;
-    std::uint64_t key = 0;
+  /// The piece `segment.substr(from, size)`: from the cache, else merged (and cached).
+  auto encode_piece = [&](std::string_view segment, std::size_t from, std::size_t size) {
+    const std::string_view piece = segment.substr(from, size);
+    const bool cacheable = size <= piece_cache::max_piece;
+    piece_cache::key key;
     if (cacheable) {
-      key = XXH3_64bits(piece.data(), piece.size());
-      if (const cache::entry* e = c.entries.find(key);
-          e != nullptr && std::string_view(c.bytes).substr(e->bytes_offset, e->bytes_size) == piece) {
-        out.insert(out.end(), c.ids.begin() + e->ids_offset, c.ids.begin() + e->ids_offset + e->ids_size);
+      key = piece_cache::key_of(segment, from, size);
+      if (c.pieces.append(piece, key, out)) return;
+    }
+    if (t.ignore_merges) {
+      if (auto it = t.vocab_by_bytes.find(std::string(piece)); it != t.vocab_by_bytes.end()) {
+        out.push_back(it->second);
         return;
       }
     }
     merge_piece(piece, t.byte_token, t.merges, c.symbols);
     out.insert(out.end(), c.symbols.begin(), c.symbols.end());
-    if (!cacheable) return;
-    c.make_room(c.symbols.size(), piece.size());
-    c.entries.insert_or_assign(key, cache::entry{static_cast<std::uint32_t>(c.bytes.size()), static_cast<std::uint32_t>(piece.size()),
-                                                 static_cast<std::uint32_t>(c.ids.size()),
-                                                 static_cast<std::uint32_t>(c.symbols.size())});
-    c.bytes.append(piece);
-    c.ids.insert(c.ids.end(), c.symbols.begin(), c.symbols.end());
+    if (cacheable) c.pieces.insert(piece, key, c.symbols);
   };
 
   auto encode_uncached_segment = [&](std::string_view segment) {
     if (t.nfc && nfc_into(segment, c.normalized)) segment = c.normalized;
     if (t.split) {
-      if (!valid_utf8(segment)) return encode_piece(segment);  // as PCRE2 refuses it: one piece
+      if (!valid_utf8(segment)) return encode_piece(segment, 0, segment.size());  // as PCRE2 refuses it: one piece
       std::array<std::size_t, 256> ends;
       for (std::size_t start = 0; start < segment.size();) {
         const std::size_t count = piece_ends(*t.split, segment, start, ends);
         for (std::size_t i = 0; i < count; ++i) {
-          const std::size_t size = ends[i] - start;
-          if (size <= cache::max_short_piece) encode_short_piece(segment.substr(start, size), cache::short_key_in(segment, start, size));
-          else encode_piece(segment.substr(start, size));
+          encode_piece(segment, start, ends[i] - start);
           start = ends[i];
         }
       }
@@ -632,8 +549,8 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
       options = PCRE2_NO_UTF_CHECK;
       const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(c.match);
       const std::size_t start = ovector[0], end = ovector[1];
-      if (start > gap_start) encode_piece(segment.substr(gap_start, start - gap_start));
-      if (end > start) encode_piece(segment.substr(start, end - start));
+      if (start > gap_start) encode_piece(segment, gap_start, start - gap_start);
+      if (end > start) encode_piece(segment, start, end - start);
       gap_start = end;
       if (end == start) {  // an empty match: step over one code point
         std::size_t step = 1;
@@ -643,7 +560,7 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
         position = end;
       }
     }
-    if (gap_start < segment.size()) encode_piece(segment.substr(gap_start));
+    if (gap_start < segment.size()) encode_piece(segment, gap_start, segment.size() - gap_start);
   };
 
   auto encode_segment = [&](std::string_view segment) {
