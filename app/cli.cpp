@@ -73,10 +73,11 @@ const option_table<options>& serving_options() {
                                  [](auto& o) -> auto& { return o.serve.http.port; }, 0, 65535));
     t.push_back(integer<options>("--threads", "N", "HTTP I/O threads; 0 = one per core",
                                  [](auto& o) -> auto& { return o.serve.http.threads; }, 0, 256));
-    t.push_back(integer<options>("--actor-threads", "N", "CAF scheduler threads",
-                                 [](auto& o) -> auto& { return o.serve.actor_threads; }, 1, 256));
-    t.push_back(integer<options>("--hashers", "N", "hasher actors per worker set (only where prefix overlap is scored)",
-                                 [](auto& o) -> auto& { return o.serve.pipeline.hashers; }, 1, 256));
+    t.push_back(integer<options>("--actor-threads", "N", "CAF scheduler threads (hashing, scoring); 0 = one per core",
+                                 [](auto& o) -> auto& { return o.serve.actor_threads; }, 0, 256));
+    t.push_back(integer<options>("--hashers", "N",
+                                 "hasher actors per worker set (only where prefix overlap is scored); 0 = one per core",
+                                 [](auto& o) -> auto& { return o.serve.pipeline.hashers; }, 0, 256));
     t.push_back(integer<options>("--max-body-bytes", "N", "larger request bodies get 413",
                                  [](auto& o) -> auto& { return o.serve.http.max_body_bytes; }, 1, std::uint64_t{1} << 40));
     t.push_back(integer<options>("--max-images-per-request", "N", "requests with more image parts get 400",

@@ -30,7 +30,7 @@ struct serve_options {
   std::optional<std::uint32_t> image_token_id;  ///< --image-token-id: the command-line set is multimodal
   std::string image_token_rule = "qwen2-vl";    ///< qwen2-vl | fixed
   std::uint32_t image_fixed_tokens = 576;
-  std::size_t actor_threads = 2;     ///< CAF scheduler threads
+  std::size_t actor_threads = 0;     ///< CAF scheduler threads; 0 = one per core
   ingress_settings http;             ///< --host, --port, --threads, limits, timeouts
   pipeline_settings pipeline;        ///< hashers, back-off, grace, KV binding, health checks, media
 };

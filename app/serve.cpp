@@ -95,8 +95,10 @@ int run_serve(const options& options) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t actor_threads = serve.actor_threads == 0 ? cores : serve.actor_threads;
   caf::actor_system_config caf_config;
-  configure_actor_system(caf_config, serve.actor_threads);
+  configure_actor_system(caf_config, actor_threads);
   caf::actor_system system{caf_config};
 
   std::optional<http_ingress> ingress;
@@ -136,6 +138,9 @@ int run_serve(const options& options) {
 
   const std::string models = file->sets.size() == 1 ? file->sets.front().model : fmt::format("{} models", file->sets.size());
   std::cerr << fmt::format("kvrouter: serving {} on http://{}:{}\n", models, serve.http.host, ingress->port());
+  std::cerr << fmt::format("kvrouter: {} I/O threads, {} actor threads, {} hashers per set that scores prefix overlap\n",
+                           serve.http.threads == 0 ? cores : serve.http.threads, actor_threads,
+                           serve.pipeline.hashers == 0 ? cores : serve.pipeline.hashers);
 
   // With --etcd, the prefix's every state goes to the watcher.
   std::unique_ptr<etcd_source> etcd;

@@ -38,7 +38,9 @@ struct media_fetch_settings {
 
 /// How every set's pipeline is built.
 struct pipeline_settings {
-  std::size_t hashers = 2;
+  /// Tokenizing and rendering, the costliest work of a chat request, runs on the hashers:
+  /// one per core by default (0), so that it is spread over every core the scheduler has.
+  std::size_t hashers = 0;
   std::chrono::milliseconds unhealthy_backoff{5000};
   std::chrono::seconds index_grace{60};
   std::string kv_bind;        ///< bind one KV-event SUB here instead of connecting to kv_events= endpoints

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <thread>
 
 #include <caf/all.hpp>
 #include <fmt/format.h>
@@ -119,7 +120,8 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
     }
     set.fetches_media = resources->fetcher != nullptr;
     resources_fetcher = resources->fetcher;
-    for (std::size_t i = 0; i < std::max<std::size_t>(serve.hashers, 1); ++i)
+    const std::size_t hashers = serve.hashers != 0 ? serve.hashers : std::max(1u, std::thread::hardware_concurrency());
+    for (std::size_t i = 0; i < hashers; ++i)
       set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, *resources));
   }
   auto add = [&](std::string name, std::function<std::shared_ptr<pollable_component>()> make) {
