@@ -82,9 +82,13 @@ after_value read_hashes(mp_ref ref, std::string_view field, std::vector<std::uin
 /// token at that position (what the router's own tokenization yields).
 after_value read_tokens(mp_ref ref, std::vector<std::uint32_t>& out) {
   if (!ref.is_array()) return fail("token_ids: expected an array");
-  out.reserve(ref.size());
   mp_elements items(ref);
-  for (std::uint32_t i = 0; !items.done(); ++i) {
+  // Plain token ids in one tight loop; a pair or a wider integer goes the long way below. The
+  // declared length is backed by bytes (mp_parse checked every element is there).
+  out.resize(ref.size());
+  const std::size_t fast = items.take_u32s(out);
+  out.resize(fast);
+  for (auto i = static_cast<std::uint32_t>(fast); !items.done(); ++i) {
     std::optional<std::uint64_t> token = items.next_uint();
     if (!token) {
       const mp_ref item = items.next();

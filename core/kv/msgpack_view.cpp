@@ -203,18 +203,32 @@ std::expected<mp_ref, mp_error> mp_parse(std::span<const std::uint8_t> bytes, st
   owed[0] = 1;
   const std::uint8_t* p = begin;
   for (;;) {
+    // Runs of integers (token ids, hashes: most of a payload) in a loop of their own, the
+    // count of values owed kept in a register.
+    for (std::uint64_t left = owed[depth];;) {
+      if (p == end) return std::unexpected(mp_error::truncated);
+      const std::uint8_t marker = *p;
+      if (marker <= 0x7f || marker >= 0xe0) {  // fixints
+        ++p;
+      } else if (marker >= 0xcc && marker <= 0xcf) {  // unsigned integers
+        const std::size_t width = std::size_t{1} << (marker - 0xcc);
+        if (width >= static_cast<std::size_t>(end - p)) return std::unexpected(mp_error::truncated);
+        p += 1 + width;
+      } else {
+        owed[depth] = left;
+        break;
+      }
+      if (--left == 0) {
+        owed[depth] = 0;
+        break;
+      }
+    }
     const auto available = static_cast<std::size_t>(end - p);
-    if (available == 0) return std::unexpected(mp_error::truncated);
-    const std::uint8_t marker = *p;
-    if (marker <= 0x7f || marker >= 0xe0) {  // fixints: most token ids and small fields
-      ++p;
-      --owed[depth];
-    } else if (marker >= 0xcc && marker <= 0xcf) {  // unsigned integers: token ids, hashes
-      const std::size_t width = std::size_t{1} << (marker - 0xcc);
-      if (width >= available) return std::unexpected(mp_error::truncated);
-      p += 1 + width;
-      --owed[depth];
-    } else {
+    if (owed[depth] == 0) {
+      // the container at this depth is complete: fall through to closing it
+    } else if (available == 0) {
+      return std::unexpected(mp_error::truncated);
+    } else {  // any other value: its header decoded in full
       header h;
       switch (read_header(p, available, h)) {
         case read_status::truncated: return std::unexpected(mp_error::truncated);

@@ -12,6 +12,7 @@
 /// all; the cost is that reaching a later sibling re-reads the headers in between, which the
 /// event shapes keep to at most one extra pass.
 
+#include <algorithm>
 #include <cstdint>
 #include <expected>
 #include <optional>
@@ -114,6 +115,37 @@ class mp_elements {
     p_ += 1 + width;
     --left_;
     return value;
+  }
+  /// Consumes the leading unsigned integers of at most 32 bits, up to `out.size()` of them,
+  /// into `out`; returns how many. Stops early at anything else (a wider integer, an array),
+  /// which the caller reads with `next()`. The loop tokens are read in.
+  [[nodiscard]] std::size_t take_u32s(std::span<std::uint32_t> out) {
+    std::size_t n = 0;
+    const std::uint8_t* p = p_;
+    const std::size_t most = std::min<std::size_t>(out.size(), left_);
+    while (n < most) {
+      const std::uint8_t marker = *p;  // mp_parse checked that each value's bytes are there
+      std::uint32_t value;
+      if (marker <= 0x7f) {
+        value = marker;
+        p += 1;
+      } else if (marker == 0xcd) {
+        value = (std::uint32_t{p[1]} << 8) | p[2];
+        p += 3;
+      } else if (marker == 0xce) {
+        value = (std::uint32_t{p[1]} << 24) | (std::uint32_t{p[2]} << 16) | (std::uint32_t{p[3]} << 8) | p[4];
+        p += 5;
+      } else if (marker == 0xcc) {
+        value = p[1];
+        p += 2;
+      } else {
+        break;
+      }
+      out[n++] = value;
+    }
+    p_ = p;
+    left_ -= static_cast<std::uint32_t>(n);
+    return n;
   }
   /// The next element, whatever it is, consumed (only when `!done()`).
   [[nodiscard]] mp_ref next() {
