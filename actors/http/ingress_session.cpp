@@ -144,7 +144,8 @@ class session final : public std::enable_shared_from_this<session>, public timed
     parser_.emplace();
     parser_->header_limit(server_.settings.max_header_bytes);
     parser_->body_limit(server_.settings.max_body_bytes);
-    parser_->eager(true);
+    parser_->eager(false);  // stop after the header: reserve_body() sizes the body first
+    body_reserved_ = false;
     expire_after(server_.settings.client_timeout);  // the whole request, keep-alive idle time included
     parse_buffered();
   }
@@ -157,6 +158,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
       buffer_.consume(used);  // only while no read is pending (see watch_client)
       if (ec == http::error::need_more) break;
       if (ec) return on_request_error(ec);
+      if (parser_->is_header_done() && !body_reserved_) reserve_body();
     }
     if (parser_->is_header_done() && !framing_checked_) {
       framing_checked_ = true;
@@ -168,6 +170,15 @@ class session final : public std::enable_shared_from_this<session>, public timed
     if (parser_->is_done()) return on_request();
     if (parser_->is_header_done() && !continue_sent_ && expects_continue()) send_continue();
     read_client();
+  }
+
+  /// With the header read and no body byte yet: a declared body gets its whole buffer now,
+  /// with the JSON parser's padding, so that it is never copied into a bigger one.
+  void reserve_body() {
+    body_reserved_ = true;
+    if (const auto length = parser_->content_length(); length && *length <= server_.settings.max_body_bytes)
+      parser_->get().body().reserve(static_cast<std::size_t>(*length) + request_parser::padding);
+    parser_->eager(true);
   }
 
   /// A client that sent `Expect: 100-continue` waits for a go-ahead before its body (curl
@@ -311,20 +322,39 @@ class session final : public std::enable_shared_from_this<session>, public timed
 
   // -- routed requests -----------------------------------------------------------------------
   void handle_completion(api_endpoint endpoint) {
-    auto parsed = parse_body(endpoint);
-    if (!parsed) return send_error(parsed.error());
     auto table = server_.current_table();
+    // A set that reads no prompt gets the body's envelope only (model, stream, user). With one
+    // set, its mode decides before anything is parsed; with several, the envelope names the set
+    // and a set that reads the prompt then gets the full parse.
+    const bool one_set = table->sets.size() == 1;
+    const bool envelope_first = one_set ? reads_no_prompt(table->sets.front())
+                                        : std::ranges::any_of(table->sets, [&](const auto& s) { return reads_no_prompt(s); });
+    auto parsed = envelope_first ? parse_body(endpoint, body_reading::envelope) : parse_body(endpoint, body_reading::full);
+    if (!parsed) return send_error(parsed.error());
     const worker_set_route* set = table->find(parsed->model);
     if (set == nullptr)
       return send_error({api_errc::unknown_model, fmt::format("The model `{}` does not exist.", parsed->model), "model"});
+    if (envelope_first && !reads_no_prompt(*set)) {
+      parsed = parse_body(endpoint, body_reading::full);
+      if (!parsed) return send_error(parsed.error());
+    }
     route_request(std::move(table), *set, std::move(*parsed));
   }
 
-  std::expected<routing_request, api_error> parse_body(api_endpoint endpoint) {
+  /// Round-robin and random decide without reading the prompt (unless a dry run asks to see
+  /// the decision's terms, which the scorer computes from it).
+  [[nodiscard]] bool reads_no_prompt(const worker_set_route& set) const {
+    return decides_without_state(set.config) && set.hashers.empty() && request_.find(dry_run_header) == request_.end();
+  }
+
+  enum class body_reading : std::uint8_t { full, envelope };
+  std::expected<routing_request, api_error> parse_body(api_endpoint endpoint, body_reading reading = body_reading::full) {
     std::string& body = request_.body();
     const std::size_t size = body.size();
-    body.reserve(size + request_parser::padding);
-    return thread_.json.parse(endpoint, std::string_view(body.data(), size), body.capacity());
+    body.reserve(size + request_parser::padding);  // reserved as the body arrived (parse_buffered): no copy
+    const std::string_view bytes(body.data(), size);
+    return reading == body_reading::envelope ? thread_.json.parse_envelope(endpoint, bytes, body.capacity())
+                                             : thread_.json.parse(endpoint, bytes, body.capacity());
   }
 
   /// Any route kvrouter does not serve itself goes to a worker of the set whose model the body
@@ -622,6 +652,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
   bool reading_client_ = false;
   bool continue_sent_ = false;  ///< `100 Continue` went out for the request being read
   bool framing_checked_ = false;  ///< the request's framing fields were checked (once its head is read)
+  bool body_reserved_ = false;    ///< reserve_body() ran for the request being read
   bool keep_alive_ = true;
   std::string request_id_;       ///< the routed request's id (the client's, or generated)
   bool client_sent_id_ = false;  ///< it came with the request (so it is forwarded as it was)

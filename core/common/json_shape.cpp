@@ -1,11 +1,33 @@
 #include "core/common/json_shape.hpp"
 
+#include <cstdint>
+#include <cstring>
+
 #include <fmt/format.h>
 
 namespace kvr {
 namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+constexpr std::uint64_t ones = 0x0101010101010101ull;
+
+/// Whether any byte of `word` equals `byte` (the classic zero-byte test on word ^ byte).
+constexpr bool has_byte(std::uint64_t word, char byte) {
+  const std::uint64_t v = word ^ (ones * static_cast<unsigned char>(byte));
+  return ((v - ones) & ~v & (ones << 7)) != 0;
+}
+
+/// Eight bytes at `i` that the scan can step over whole: inside a string, no quote or
+/// backslash; inside a container, no quote or bracket. Token-id arrays and prose are mostly
+/// such runs.
+bool skippable(std::string_view text, std::size_t i, bool in_string) {
+  if (i + 8 > text.size()) return false;
+  std::uint64_t word = 0;
+  std::memcpy(&word, text.data() + i, 8);
+  if (in_string) return !has_byte(word, '"') && !has_byte(word, '\\');
+  return !has_byte(word, '"') && !has_byte(word, '[') && !has_byte(word, ']') && !has_byte(word, '{') && !has_byte(word, '}');
+}
 
 }  // namespace
 
@@ -18,6 +40,8 @@ std::expected<json_shape, json_shape_error> scan_json_shape(std::string_view tex
   bool in_string = false;
   bool started = false;
   for (; i < text.size(); ++i) {
+    while (depth > 0 && skippable(text, i, in_string)) i += 8;
+    if (i >= text.size()) break;
     const char c = text[i];
     if (in_string) {
       if (c == '\\') ++i;  // the escaped byte cannot end the string

@@ -220,6 +220,51 @@ const std::size_t request_parser::padding = SIMDJSON_PADDING;
 request_parser::request_parser() : impl_(std::make_unique<impl>()) {}
 request_parser::~request_parser() = default;
 
+std::expected<routing_request, api_error> request_parser::parse_envelope(api_endpoint endpoint, std::string_view body,
+                                                                         std::size_t capacity) {
+  routing_request request;
+  request.endpoint = endpoint;
+  auto bad_json = [](std::string_view what) {
+    return std::unexpected(api_error{api_errc::invalid_json, fmt::format("the body is not valid JSON: {}", what), {}});
+  };
+  if (capacity < body.size() + SIMDJSON_PADDING) return bad_json("internal: body buffer lacks padding");
+  ondemand::document document;
+  if (auto error = impl_->parser.iterate(body.data(), body.size(), capacity).get(document)) return bad_json(error_message(error));
+  ondemand::object object;
+  if (document.get_object().get(object)) return bad_json("expected a JSON object");
+  bool has_prompt = false;  // `messages` or `prompt`, as the endpoint needs
+  for (auto field_result : object) {
+    ondemand::field field;
+    if (auto error = std::move(field_result).get(field)) return bad_json(error_message(error));
+    std::string_view key;
+    if (auto error = field.unescaped_key().get(key)) return bad_json(error_message(error));
+    if (key == "model") {
+      std::string_view model;
+      if (auto error = field.value().get_string().get(model)) return bad_string(error, "model must be a string", "model");
+      request.model = model;
+    } else if (key == "stream") {
+      bool stream = false;
+      if (field.value().get_bool().get(stream)) return invalid("stream must be true or false", "stream");
+      request.stream = stream;
+    } else if (key == "user") {
+      std::string_view user;
+      if (!field.value().get_string().get(user)) request.user = user;  // the worker judges a mistyped one
+    } else if (key == "messages" && endpoint == api_endpoint::chat_completions) {
+      ondemand::json_type type;  // its type from its first byte: nothing inside is read
+      if (field.value().type().get(type) || type != ondemand::json_type::array) return invalid("messages must be an array", "messages");
+      has_prompt = true;
+    } else if (key == "prompt" && endpoint == api_endpoint::completions) {
+      has_prompt = true;
+    }
+  }
+  const bool model_required = endpoint == api_endpoint::chat_completions || endpoint == api_endpoint::completions;
+  if (model_required && request.model.empty()) return invalid("you must provide a model parameter", "model");
+  if (endpoint == api_endpoint::chat_completions && !has_prompt) return invalid("messages is required", "messages");
+  if (endpoint == api_endpoint::completions && !has_prompt) return invalid("prompt is required", "prompt");
+  request.prompt_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(body.size() / 4, UINT32_MAX));
+  return request;
+}
+
 std::expected<routing_request, api_error> request_parser::parse(api_endpoint endpoint, std::string_view body,
                                                                 std::size_t capacity) {
   ondemand::parser& parser = impl_->parser;

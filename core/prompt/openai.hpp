@@ -96,6 +96,14 @@ class request_parser {
   [[nodiscard]] std::expected<routing_request, api_error> parse(api_endpoint endpoint, std::string_view body,
                                                                 std::size_t capacity);
 
+  /// What a set that reads no prompt (round-robin, random) needs: `model`, `stream` and `user`,
+  /// and that `messages` (an array) or `prompt` is there; every other field and the prompt's
+  /// insides are skipped unread (the worker judges them), and the prompt's length is estimated
+  /// from the body's size. No shape check: skipping is iterative, and nothing here walks a
+  /// nested value. Same buffer contract as `parse`.
+  [[nodiscard]] std::expected<routing_request, api_error> parse_envelope(api_endpoint endpoint, std::string_view body,
+                                                                         std::size_t capacity);
+
  private:
   struct impl;
   std::unique_ptr<impl> impl_;

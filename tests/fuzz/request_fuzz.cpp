@@ -1,5 +1,5 @@
 // libFuzzer target: arbitrary bytes as a chat, completion, /generate, pass-through and multipart
-// upload request body, through what
+// upload request body (read in full, and as the envelope sets that read no prompt take), through what
 // kvrouter does with a body before it reaches a worker: the shape check, the routing inputs,
 // the prompt plan, the chat template (ChatML, with tools and kwargs) and the Qwen3 tokenizer.
 // Whatever the bytes, each step returns a value or an error; ASan, UBSan and -malloc_limit_mb
@@ -59,6 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   body.reserve(size + kvr::request_parser::padding);
   for (auto endpoint : {kvr::api_endpoint::chat_completions, kvr::api_endpoint::completions, kvr::api_endpoint::generate,
                         kvr::api_endpoint::other}) {
+    (void)parser.parse_envelope(endpoint, std::string_view(body.data(), size), body.capacity());
     auto request = parser.parse(endpoint, std::string_view(body.data(), size), body.capacity());
     if (!request) continue;
     const auto plan = kvr::plan_prompt(*request, {.tokenizer = true, .chat = true, .images = true});

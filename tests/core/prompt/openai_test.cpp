@@ -149,3 +149,66 @@ TEST(openai, a_lone_surrogate_is_named_as_such_not_as_a_wrong_type) {
 
 }  // namespace
 }  // namespace kvr
+
+namespace kvr {
+namespace {
+
+std::expected<routing_request, api_error> parse_envelope(api_endpoint endpoint, std::string body) {
+  static request_parser parser;
+  const std::size_t size = body.size();
+  body.reserve(size + request_parser::padding);
+  return parser.parse_envelope(endpoint, std::string_view(body.data(), size), body.capacity());
+}
+
+TEST(openai_envelope, reads_model_stream_and_user_and_leaves_the_prompt_unread) {
+  std::string ids;
+  for (int i = 0; i < 4096; ++i) ids += (i ? "," : "") + std::to_string(100000 + i);
+  const std::string body = R"({"prompt": [)" + ids + R"(], "model": "m", "stream": true, "user": "u1", "max_tokens": 4})";
+  auto request = parse_envelope(api_endpoint::completions, body);
+  ASSERT_TRUE(request) << request.error().message;
+  EXPECT_EQ(request->model, "m");
+  EXPECT_TRUE(request->stream);
+  EXPECT_EQ(request->user, "u1");
+  EXPECT_TRUE(request->prompt_token_ids.empty());
+  EXPECT_TRUE(request->prompt_text.empty());
+  EXPECT_EQ(request->prompt_tokens, body.size() / 4);
+
+  auto chat = parse_envelope(api_endpoint::chat_completions,
+                             R"({"messages": [{"content": 7, "no role": true}], "model": "m", "tools": "not checked"})");
+  ASSERT_TRUE(chat) << chat.error().message;  // the worker judges the messages' insides
+  EXPECT_TRUE(chat->messages.empty());
+}
+
+TEST(openai_envelope, refuses_what_every_worker_would_with_the_full_parse_errors) {
+  struct refusal {
+    api_endpoint endpoint;
+    const char* body;
+    api_errc code;
+    const char* param;
+  };
+  for (const refusal& r : std::initializer_list<refusal>{
+           {api_endpoint::chat_completions, R"({"model": "m", "messages": [)", api_errc::invalid_json, ""},
+           {api_endpoint::chat_completions, R"([1, 2])", api_errc::invalid_json, ""},
+           {api_endpoint::chat_completions, R"({"messages": []})", api_errc::invalid_request, "model"},
+           {api_endpoint::chat_completions, R"({"model": 3, "messages": []})", api_errc::invalid_request, "model"},
+           {api_endpoint::chat_completions, R"({"model": "m"})", api_errc::invalid_request, "messages"},
+           {api_endpoint::chat_completions, R"({"model": "m", "messages": {}})", api_errc::invalid_request, "messages"},
+           {api_endpoint::completions, R"({"model": "m"})", api_errc::invalid_request, "prompt"},
+           {api_endpoint::completions, R"({"model": "m", "prompt": "x", "stream": "yes"})", api_errc::invalid_request, "stream"},
+       }) {
+    auto request = parse_envelope(r.endpoint, r.body);
+    ASSERT_FALSE(request) << r.body;
+    EXPECT_EQ(request.error().code, r.code) << r.body << ": " << request.error().message;
+    EXPECT_EQ(request.error().param, r.param) << r.body;
+  }
+}
+
+TEST(openai_envelope, a_field_nested_a_million_deep_is_skipped_or_refused_without_recursion) {
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  auto request = parse_envelope(api_endpoint::other, R"({"model": "m", "x": )" + deep + "}");
+  if (request) EXPECT_EQ(request->model, "m");
+  else EXPECT_EQ(request.error().code, api_errc::invalid_json);
+}
+
+}  // namespace
+}  // namespace kvr
