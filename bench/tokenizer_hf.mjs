@@ -1,6 +1,6 @@
 // HuggingFace tokenizers (Rust, official Node bindings) on the texts kvr_bench_tokenizer uses:
-// this repository's docs (English prose) and core sources (code). Prints MB/s per text, the
-// median of 5 passes after one warm-up pass.
+// English prose (Debian's licence texts), this repository's docs (Markdown) and core sources
+// (code, recursively). Prints MB/s per text, the median of 5 passes after one warm-up pass.
 //   node bench/tokenizer_hf.mjs
 import { readdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -11,8 +11,10 @@ const repo = join(dirname(fileURLToPath(import.meta.url)), "..");
 const { Tokenizer } = createRequire(import.meta.url)("tokenizers");
 const tokenizer = Tokenizer.fromFile(join(repo, ".cache", "tokenizers", "qwen3", "tokenizer.json"));
 const corpus = (dir, ext) =>
-  readdirSync(join(repo, dir)).filter((f) => f.endsWith(ext)).sort().map((f) => readFileSync(join(repo, dir, f), "utf8")).join("");
-for (const [name, text] of [["prose", corpus("docs", ".md")], ["code", corpus("core", ".cpp")]]) {
+  readdirSync(join(repo, dir), { recursive: true }).filter((f) => f.endsWith(ext)).sort()
+    .map((f) => readFileSync(join(repo, dir, f), "utf8")).join("");
+const prose = ["GPL-3", "Apache-2.0", "MPL-2.0", "GFDL-1.3"].map((n) => readFileSync(`/usr/share/common-licenses/${n}`, "utf8")).join("");
+for (const [name, text] of [["prose", prose], ["docs", corpus("docs", ".md")], ["code", corpus("core", ".cpp")]]) {
   const bytes = Buffer.byteLength(text);
   await tokenizer.encode(text, null, { addSpecialTokens: false });
   const rates = [];

@@ -17,6 +17,7 @@
 #   KVR_CPUS=0 or 0,1: pin kvrouter to those cores (taskset), for the scaling figure
 #   KVR_FLAGS="...": more kvrouter flags (e.g. "--threads 2 --actor-threads 2")
 #   KVR_BODIES="tiny ids prose", KVR_TARGETS="haproxy rr kv": a subset
+#   KVR_HOLD=SECONDS: start everything, print the PIDs and the work dir, wait, exit (for perf)
 #
 # Needs wrk, haproxy and nginx-light (Debian); installs them if missing. Not part of the tests.
 set -euo pipefail
@@ -39,48 +40,9 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 
 backend_port=18911 haproxy_port=18912 rr_port=18913 kv_port=18914
-cat > "$work/nginx.conf" <<NGINX
-worker_processes 1;
-daemon off;
-error_log $work/nginx.err;
-pid $work/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  client_max_body_size 64m;
-  client_body_buffer_size 64k;
-  server {
-    listen 127.0.0.1:$backend_port;
-    location / {
-      default_type application/json;
-      return 200 '{"id":"cmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":1,"total_tokens":13}}';
-    }
-  }
-}
-NGINX
-nginx -c "$work/nginx.conf" -p "$work" &
-pids+=($!)
-
-cat > "$work/haproxy.cfg" <<HAPROXY
-global
-  nbthread 1
-  maxconn 4096
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 60s
-  timeout server 600s
-  http-reuse always
-frontend in
-  bind 127.0.0.1:$haproxy_port
-  default_backend workers
-backend workers
-  server w0 127.0.0.1:$backend_port
-HAPROXY
-haproxy -f "$work/haproxy.cfg" -db >"$work/haproxy.log" 2>&1 &
-pids+=($!)
-haproxy_pid=$!
+source "$repo/bench/http/backends.sh"
+start_nginx "$work" $backend_port
+start_haproxy "$work" $haproxy_port $backend_port
 
 # shellcheck disable=SC2086
 "${pin[@]}" "$kvrouter" --model m --host 127.0.0.1 --port $rr_port $router_flags \

@@ -26,47 +26,9 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -r
 trap cleanup EXIT
 
 backend_port=18901 haproxy_port=18902 router_port=18903
-cat > "$work/nginx.conf" <<NGINX
-worker_processes 1;
-daemon off;
-error_log $work/nginx.err;
-pid $work/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  keepalive_requests 1000000;
-  server {
-    listen 127.0.0.1:$backend_port;
-    location / {
-      default_type application/json;
-      return 200 '{"id":"cmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":1,"total_tokens":13}}';
-    }
-  }
-}
-NGINX
-nginx -c "$work/nginx.conf" -p "$work" &
-pids+=($!)
-
-cat > "$work/haproxy.cfg" <<HAPROXY
-global
-  nbthread 1
-  maxconn 4096
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 60s
-  timeout server 600s
-  http-reuse always
-frontend in
-  bind 127.0.0.1:$haproxy_port
-  default_backend workers
-backend workers
-  balance roundrobin
-  server w0 127.0.0.1:$backend_port
-HAPROXY
-haproxy -f "$work/haproxy.cfg" -db >"$work/haproxy.log" 2>&1 &
-pids+=($!)
-haproxy_pid=$!
+source "$repo/bench/http/backends.sh"
+start_nginx "$work" $backend_port
+start_haproxy "$work" $haproxy_port $backend_port
 
 "$kvrouter" --model m --host 127.0.0.1 --port $router_port --threads 1 --actor-threads 1 \
   --worker http://127.0.0.1:$backend_port --router-mode round-robin 2>"$work/kvrouter.err" &

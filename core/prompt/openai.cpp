@@ -180,6 +180,42 @@ std::expected<void, api_error> read_prompt(ondemand::value value, routing_reques
   return {};
 }
 
+std::unexpected<api_error> bad_json(std::string_view what) {
+  return std::unexpected(api_error{api_errc::invalid_json, fmt::format("the body is not valid JSON: {}", what), {}});
+}
+
+/// The fields every reading of a body takes (`model`, `stream`, `user`): true if `key` was one.
+std::expected<bool, api_error> read_envelope_field(std::string_view key, ondemand::field& field, routing_request& request) {
+  if (key == "model") {
+    std::string_view model;
+    if (auto error = field.value().get_string().get(model)) return bad_string(error, "model must be a string", "model");
+    request.model = model;
+  } else if (key == "stream") {
+    bool stream = false;
+    if (field.value().get_bool().get(stream)) return invalid("stream must be true or false", "stream");
+    request.stream = stream;
+  } else if (key == "user") {
+    std::string_view user;
+    if (auto error = field.value().get_string().get(user)) {
+      if (request.endpoint == api_endpoint::other) return true;  // an engine's own route: its field to judge
+      return bad_string(error, "user must be a string", "user");
+    }
+    request.user = user;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+/// Chat and text completions name their model and carry their prompt (`has_prompt`).
+std::expected<void, api_error> check_required(const routing_request& request, bool has_prompt) {
+  const bool completion = request.endpoint == api_endpoint::chat_completions || request.endpoint == api_endpoint::completions;
+  if (completion && request.model.empty()) return invalid("you must provide a model parameter", "model");
+  if (request.endpoint == api_endpoint::chat_completions && !has_prompt) return invalid("messages is required", "messages");
+  if (request.endpoint == api_endpoint::completions && !has_prompt) return invalid("prompt is required", "prompt");
+  return {};
+}
+
 }  // namespace
 
 int http_status(api_errc code) {
@@ -224,9 +260,6 @@ std::expected<routing_request, api_error> request_parser::parse_envelope(api_end
                                                                          std::size_t capacity) {
   routing_request request;
   request.endpoint = endpoint;
-  auto bad_json = [](std::string_view what) {
-    return std::unexpected(api_error{api_errc::invalid_json, fmt::format("the body is not valid JSON: {}", what), {}});
-  };
   if (capacity < body.size() + SIMDJSON_PADDING) return bad_json("internal: body buffer lacks padding");
   ondemand::document document;
   if (auto error = impl_->parser.iterate(body.data(), body.size(), capacity).get(document)) return bad_json(error_message(error));
@@ -238,18 +271,9 @@ std::expected<routing_request, api_error> request_parser::parse_envelope(api_end
     if (auto error = std::move(field_result).get(field)) return bad_json(error_message(error));
     std::string_view key;
     if (auto error = field.unescaped_key().get(key)) return bad_json(error_message(error));
-    if (key == "model") {
-      std::string_view model;
-      if (auto error = field.value().get_string().get(model)) return bad_string(error, "model must be a string", "model");
-      request.model = model;
-    } else if (key == "stream") {
-      bool stream = false;
-      if (field.value().get_bool().get(stream)) return invalid("stream must be true or false", "stream");
-      request.stream = stream;
-    } else if (key == "user") {
-      std::string_view user;
-      if (!field.value().get_string().get(user)) request.user = user;  // the worker judges a mistyped one
-    } else if (key == "messages" && endpoint == api_endpoint::chat_completions) {
+    if (auto read = read_envelope_field(key, field, request); !read) return std::unexpected(read.error());
+    else if (*read) continue;
+    if (key == "messages" && endpoint == api_endpoint::chat_completions) {
       ondemand::json_type type;  // its type from its first byte: nothing inside is read
       if (field.value().type().get(type) || type != ondemand::json_type::array) return invalid("messages must be an array", "messages");
       has_prompt = true;
@@ -257,10 +281,7 @@ std::expected<routing_request, api_error> request_parser::parse_envelope(api_end
       has_prompt = true;
     }
   }
-  const bool model_required = endpoint == api_endpoint::chat_completions || endpoint == api_endpoint::completions;
-  if (model_required && request.model.empty()) return invalid("you must provide a model parameter", "model");
-  if (endpoint == api_endpoint::chat_completions && !has_prompt) return invalid("messages is required", "messages");
-  if (endpoint == api_endpoint::completions && !has_prompt) return invalid("prompt is required", "prompt");
+  if (auto missing = check_required(request, has_prompt); !missing) return std::unexpected(missing.error());
   request.prompt_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(body.size() / 4, UINT32_MAX));
   return request;
 }
@@ -270,9 +291,6 @@ std::expected<routing_request, api_error> request_parser::parse(api_endpoint end
   ondemand::parser& parser = impl_->parser;
   routing_request request;
   request.endpoint = endpoint;
-  auto bad_json = [](std::string_view what) {
-    return std::unexpected(api_error{api_errc::invalid_json, fmt::format("the body is not valid JSON: {}", what), {}});
-  };
   if (capacity < body.size() + SIMDJSON_PADDING) return bad_json("internal: body buffer lacks padding");
   // Before anything walks the body (simdjson skipping, chat templates over tools and messages):
   // nesting is bounded, and the object must be the whole body.
@@ -292,22 +310,9 @@ std::expected<routing_request, api_error> request_parser::parse(api_endpoint end
     if (auto error = std::move(field_result).get(field)) return bad_json(error_message(error));
     std::string_view key;
     if (auto error = field.unescaped_key().get(key)) return bad_json(error_message(error));
-    if (key == "model") {
-      std::string_view model;
-      if (auto error = field.value().get_string().get(model)) return bad_string(error, "model must be a string", "model");
-      request.model = model;
-    } else if (key == "user") {
-      std::string_view user;
-      if (auto error = field.value().get_string().get(user)) {
-        if (endpoint == api_endpoint::other) continue;  // an engine's own route: its field to judge
-        return bad_string(error, "user must be a string", "user");
-      }
-      request.user = user;
-    } else if (key == "stream") {
-      bool stream = false;
-      if (field.value().get_bool().get(stream)) return invalid("stream must be true or false", "stream");
-      request.stream = stream;
-    } else if (key == "messages" && endpoint == api_endpoint::chat_completions) {
+    if (auto read = read_envelope_field(key, field, request); !read) return std::unexpected(read.error());
+    else if (*read) continue;
+    if (key == "messages" && endpoint == api_endpoint::chat_completions) {
       // Kept verbatim for chat templates, then walked for routing with a second parser.
       ondemand::array messages;
       std::string_view raw;
@@ -344,11 +349,9 @@ std::expected<routing_request, api_error> request_parser::parse(api_endpoint end
     }
   }
   // Routes passed through may name no model (SGLang's /generate never does): the only set takes them.
-  const bool model_required = endpoint == api_endpoint::chat_completions || endpoint == api_endpoint::completions;
-  if (model_required && request.model.empty()) return invalid("you must provide a model parameter", "model");
-  if (endpoint == api_endpoint::chat_completions && request.messages.empty())
-    return invalid("messages is required", "messages");
-  if (endpoint == api_endpoint::completions && !has_prompt) return invalid("prompt is required", "prompt");
+  if (auto missing = check_required(request, endpoint == api_endpoint::chat_completions ? !request.messages.empty() : has_prompt);
+      !missing)
+    return std::unexpected(missing.error());
 
   if (!request.prompt_token_ids.empty()) {
     request.prompt_tokens = static_cast<std::uint32_t>(request.prompt_token_ids.size());
