@@ -382,6 +382,14 @@ try:
     f.check(status == 200 and plain.stats()["requests"] == requests_before + 1, "a request naming fields in Connection is proxied")
     f.check("x-hop-secret" not in seen and seen.get("x-kept") == "yes",
             f"fields named in Connection are not forwarded, the others are ({sorted(seen)})")
+    # Round-robin reads the envelope only: the messages' insides are the worker's to judge.
+    odd_chat = b'{"messages": [{"content": 7, "no_role": [1, {"deep": [[[]]]}]}], "model": "m", "tools": "?"}'
+    status, _, _ = router.request("POST", "/v1/chat/completions", odd_chat)
+    f.check(status == 200 and plain.stats()["bodies"][-1] == odd_chat.decode(),
+            "round-robin forwards a chat whose messages it does not read, byte for byte")
+    status, _, body = router.request("POST", "/v1/chat/completions", b'{"model": "m", "messages": {"role": "user"}}')
+    f.check(status == 400 and json.loads(body)["error"]["param"] == "messages",
+            "round-robin still refuses messages that are not an array")
     router.stop()
 
     # -- the work one request may ask for is bounded: images, and prompt tokens (images expanded)
@@ -400,6 +408,9 @@ try:
     f.check(status == 400 and "tokens long" in json.loads(body)["error"]["message"],
             f"a chat that tokenizes past the limit: 400 from the hasher ({body[:120]})")
     f.check(router.chat(content="hi")[0] == 200, "a short chat still routes")
+    status, _, body = router.request("POST", "/v1/chat/completions", odd_chat)
+    f.check(status == 400 and json.loads(body)["error"]["param"] == "messages",
+            f"a set that reads the prompt refuses the chat round-robin forwarded ({body[:100]})")
     router.stop()
 
     # -- a worker named by an IPv6 literal
