@@ -236,15 +236,6 @@ std::optional<split_pattern> known_split_pattern(std::string_view regex) {
 
 std::string_view gpt2_split_regex() { return gpt2_regex; }
 
-std::size_t next_piece_end(split_pattern pattern, std::string_view text, std::size_t at) {
-  switch (pattern) {
-    case split_pattern::gpt2: return gpt2_piece(text, at);
-    case split_pattern::qwen2: return qwen_piece(text, at, false);
-    case split_pattern::llama3: return qwen_piece(text, at, true);
-  }
-  return text.size();
-}
-
 std::size_t piece_ends(split_pattern pattern, std::string_view text, std::size_t at, std::span<std::size_t> ends) {
   std::size_t count = 0;
   auto fill = [&](auto piece) {

@@ -37,13 +37,11 @@ enum class char_class : std::uint8_t { letter, number, space, other };
 /// GPT-2's pattern text (a ByteLevel pre-tokenizer with `use_regex: true` means it).
 [[nodiscard]] std::string_view gpt2_split_regex();
 
-/// The end of the piece that starts at `at` (< text.size()): where the regex's leftmost match
-/// starting at `at` ends. `text` must be valid UTF-8 (check with `valid_utf8`); every position
-/// starts a match of these patterns, so pieces tile the text.
-[[nodiscard]] std::size_t next_piece_end(split_pattern pattern, std::string_view text, std::size_t at);
-
-/// The ends of the pieces from `at` on, as many as fit in `ends` (or up to the text's end);
-/// returns how many. One call per batch keeps the matcher inlined in its loop.
+/// The ends of the pieces from `at` (< text.size()) on, as many as fit in `ends` (or up to the
+/// text's end); returns how many. Each piece ends where the regex's leftmost match starting at
+/// its first byte does; every position starts a match of these patterns, so pieces tile the
+/// text. `text` must be valid UTF-8 (check with `valid_utf8`). One call per batch keeps the
+/// matcher inlined in its loop.
 [[nodiscard]] std::size_t piece_ends(split_pattern pattern, std::string_view text, std::size_t at, std::span<std::size_t> ends);
 
 /// Whether `text` is well-formed UTF-8 (no overlongs, surrogates or code points past U+10FFFF).
