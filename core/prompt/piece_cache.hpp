@@ -7,8 +7,9 @@
 ///   hash and no comparison;
 /// - 8 to 16 bytes: a multiply-mix of two words, the words kept in the entry for the check;
 /// - 17 to max_piece bytes: XXH3, the bytes kept in a side store for the check.
-/// A one-token piece, the common case, holds its id in its entry. Bounded: past max_ids ids or
-/// max_bytes stored bytes, the cache starts over. Header-only: the lookup inlines into the
+/// A one-token piece, the common case, holds its id in its entry. Bounded: past max_ids ids of
+/// multi-token pieces or max_bytes stored bytes, the cache starts over (one-token pieces are at
+/// most the vocabulary). Header-only: the lookup inlines into the
 /// tokenizer's loop.
 #include <cstdint>
 #include <cstring>

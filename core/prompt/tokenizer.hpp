@@ -4,9 +4,10 @@
 /// routing hashes the blocks the engines cache.
 ///
 /// Pipeline (as HF applies it): added tokens are split out first; the rest is normalized (NFC,
-/// when configured), pre-tokenized (the Split regex, PCRE2 with UTF + UCP + JIT; or GPT-2's
-/// pattern for a plain ByteLevel pre-tokenizer), and each piece's bytes are merged by BPE rank.
-/// Pieces are cached (bounded), so repeated words cost a hash lookup. Unsupported models or
+/// when configured), pre-tokenized (the Split regex, or GPT-2's pattern for a plain ByteLevel
+/// pre-tokenizer: the three known patterns matched by hand, core/prompt/pretokenizer, any other
+/// with PCRE2 UTF + UCP + JIT), and each piece's bytes are merged by BPE rank. Pieces are
+/// cached (core/prompt/piece_cache, bounded), so repeated words cost a table lookup. Unsupported models or
 /// components are refused at load time with a message naming them.
 
 #include <cstdint>
