@@ -92,17 +92,21 @@ inline std::size_t ascii_letters_in(std::uint64_t word) {
   return others == 0 ? 8 : static_cast<std::size_t>(__builtin_ctzll(others)) / 8;
 }
 
+/// Past the ASCII letters from `i`, eight bytes a step (the last few bytes are left to the caller).
+inline std::size_t skip_ascii_letters(std::string_view t, std::size_t i) {
+  while (i + 8 <= t.size()) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, t.data() + i, 8);
+    const std::size_t n = ascii_letters_in(word);
+    i += n;
+    if (n < 8) break;
+  }
+  return i;
+}
+
 /// The end of the run of `cls` code points from `i`.
 inline std::size_t run_end(std::string_view t, std::size_t i, char_class cls) {
-  if (cls == char_class::letter) {  // ASCII words, eight bytes a step
-    while (i + 8 <= t.size()) {
-      std::uint64_t word = 0;
-      std::memcpy(&word, t.data() + i, 8);
-      const std::size_t n = ascii_letters_in(word);
-      i += n;
-      if (n < 8) break;
-    }
-  }
+  if (cls == char_class::letter) i = skip_ascii_letters(t, i);
   while (i < t.size()) {
     const auto b = static_cast<unsigned char>(t[i]);
     if (b < 0x80) {
@@ -150,13 +154,7 @@ std::size_t whitespace_piece(std::string_view t, std::size_t i, bool newline_run
 
 /// The end of a word whose first letters are ASCII: eight bytes a step while it stays so.
 inline std::size_t word_end(std::string_view t, std::size_t i) {
-  while (i + 8 <= t.size()) {
-    std::uint64_t word = 0;
-    std::memcpy(&word, t.data() + i, 8);
-    const std::size_t n = ascii_letters_in(word);
-    i += n;
-    if (n < 8) break;
-  }
+  i = skip_ascii_letters(t, i);
   if (i < t.size() && static_cast<unsigned char>(t[i]) < 0x80 && ascii_classes[static_cast<unsigned char>(t[i])] != char_class::letter)
     return i;
   return run_end(t, i, char_class::letter);  // a non-ASCII letter, or the last bytes
