@@ -326,15 +326,15 @@ class session final : public std::enable_shared_from_this<session>, public timed
     // A set that reads no prompt gets the body's envelope only (model, stream, user). With one
     // set, its mode decides before anything is parsed; with several, the envelope names the set
     // and a set that reads the prompt then gets the full parse.
-    const bool one_set = table->sets.size() == 1;
-    const bool envelope_first = one_set ? reads_no_prompt(table->sets.front())
-                                        : std::ranges::any_of(table->sets, [&](const auto& s) { return reads_no_prompt(s); });
+    const bool dry_run = request_.find(dry_run_header) != request_.end();
+    const bool envelope_first =
+        std::ranges::any_of(table->sets, [&](const worker_set_route& s) { return reads_no_prompt(s, dry_run); });
     auto parsed = envelope_first ? parse_body(endpoint, body_reading::envelope) : parse_body(endpoint, body_reading::full);
     if (!parsed) return send_error(parsed.error());
     const worker_set_route* set = table->find(parsed->model);
     if (set == nullptr)
       return send_error({api_errc::unknown_model, fmt::format("The model `{}` does not exist.", parsed->model), "model"});
-    if (envelope_first && !reads_no_prompt(*set)) {
+    if (envelope_first && !reads_no_prompt(*set, dry_run)) {
       parsed = parse_body(endpoint, body_reading::full);
       if (!parsed) return send_error(parsed.error());
     }
@@ -343,8 +343,8 @@ class session final : public std::enable_shared_from_this<session>, public timed
 
   /// Round-robin and random decide without reading the prompt (unless a dry run asks to see
   /// the decision's terms, which the scorer computes from it).
-  [[nodiscard]] bool reads_no_prompt(const worker_set_route& set) const {
-    return decides_without_state(set.config) && set.hashers.empty() && request_.find(dry_run_header) == request_.end();
+  [[nodiscard]] static bool reads_no_prompt(const worker_set_route& set, bool dry_run) {
+    return decides_without_state(set.config) && set.hashers.empty() && !dry_run;
   }
 
   enum class body_reading : std::uint8_t { full, envelope };

@@ -64,17 +64,11 @@ class piece_cache {
 
   /// Appends the cached ids of `piece` (whose key is `k`) to `out`; false if not cached.
   bool append(std::string_view piece, const key& k, std::vector<std::uint32_t>& out) const {
-    const std::size_t size = piece.size();
-    if (size <= max_short) {
-      const short_entry* e = short_.find(k.hash);
-      return e != nullptr && (emit(e->ids, out), true);
-    }
-    if (size <= max_medium) {
-      const medium_entry* e = medium_.find(k.hash);
-      return e != nullptr && e->low == k.low && e->high == k.high && e->size == size && (emit(e->ids, out), true);
-    }
-    const long_entry* e = long_.find(k.hash);
-    return e != nullptr && std::string_view(bytes_).substr(e->bytes_offset, e->bytes_size) == piece && (emit(e->ids, out), true);
+    const id_span* ids = find(piece, k);
+    if (ids == nullptr) return false;
+    if (ids->count == 1) out.push_back(ids->first);
+    else out.insert(out.end(), ids_.begin() + ids->offset, ids_.begin() + ids->offset + ids->count);
+    return true;
   }
 
   /// Remembers `ids` (at least one) as the tokens of `piece`.
@@ -123,9 +117,19 @@ class piece_cache {
     std::uint32_t bytes_offset, bytes_size;
   };
 
-  [[gnu::always_inline]] void emit(const id_span& ids, std::vector<std::uint32_t>& out) const {
-    if (ids.count == 1) out.push_back(ids.first);
-    else out.insert(out.end(), ids_.begin() + ids.offset, ids_.begin() + ids.offset + ids.count);
+  /// The ids cached for `piece` (key `k`), or null.
+  [[nodiscard]] const id_span* find(std::string_view piece, const key& k) const {
+    const std::size_t size = piece.size();
+    if (size <= max_short) {  // the key is the bytes
+      const short_entry* e = short_.find(k.hash);
+      return e != nullptr ? &e->ids : nullptr;
+    }
+    if (size <= max_medium) {
+      const medium_entry* e = medium_.find(k.hash);
+      return e != nullptr && e->low == k.low && e->high == k.high && e->size == size ? &e->ids : nullptr;
+    }
+    const long_entry* e = long_.find(k.hash);
+    return e != nullptr && std::string_view(bytes_).substr(e->bytes_offset, e->bytes_size) == piece ? &e->ids : nullptr;
   }
 
   id_span store(std::span<const std::uint32_t> ids) {

@@ -232,7 +232,14 @@ std::optional<split_pattern> known_split_pattern(std::string_view regex) {
   return std::nullopt;
 }
 
-std::string_view gpt2_split_regex() { return gpt2_regex; }
+std::string_view split_regex(split_pattern pattern) {
+  switch (pattern) {
+    case split_pattern::gpt2: return gpt2_regex;
+    case split_pattern::qwen2: return qwen2_regex;
+    case split_pattern::llama3: return llama3_regex;
+  }
+  return {};
+}
 
 std::size_t piece_ends(split_pattern pattern, std::string_view text, std::size_t at, std::span<std::size_t> ends) {
   std::size_t count = 0;

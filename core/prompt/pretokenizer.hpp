@@ -34,8 +34,9 @@ enum class char_class : std::uint8_t { letter, number, space, other };
 /// Which known pattern `regex` is, by its exact text; nullopt for any other.
 [[nodiscard]] std::optional<split_pattern> known_split_pattern(std::string_view regex);
 
-/// GPT-2's pattern text (a ByteLevel pre-tokenizer with `use_regex: true` means it).
-[[nodiscard]] std::string_view gpt2_split_regex();
+/// A known pattern's exact text (GPT-2's is what a ByteLevel pre-tokenizer with
+/// `use_regex: true` means).
+[[nodiscard]] std::string_view split_regex(split_pattern pattern);
 
 /// The ends of the pieces from `at` (< text.size()) on, as many as fit in `ends` (or up to the
 /// text's end); returns how many. Each piece ends where the regex's leftmost match starting at

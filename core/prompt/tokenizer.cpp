@@ -362,7 +362,7 @@ std::expected<tokenizer, tokenizer_error> tokenizer::load_tables(std::string_vie
   if (pre.value("type", "") == "ByteLevel") {
     if (!byte_level_ok(pre)) return fail("ByteLevel add_prefix_space is not supported");
     if (!pre.value("use_regex", true)) return fail("a ByteLevel pre-tokenizer without a regex is not supported");
-    pattern = gpt2_split_regex();
+    pattern = split_regex(split_pattern::gpt2);
   } else if (pre.value("type", "") == "Sequence") {
     const json& steps = pre.value("pretokenizers", json::array());
     if (steps.size() != 2 || steps[0].value("type", "") != "Split" || steps[1].value("type", "") != "ByteLevel")

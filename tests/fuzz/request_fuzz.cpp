@@ -36,14 +36,10 @@ kvr::tokenizer& qwen3() {
 
 /// The pre-tokenizer and PCRE2 split `text` alike under every known pattern.
 void check_pieces(std::string_view text) {
-  static const std::string qwen2 =
-      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-  static const std::string llama3 =
-      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
   if (!kvr::valid_utf8(text) || !kvr::testing::classes_agree_with_pcre2(text)) return;
-  for (const std::string_view regex : {std::string_view(qwen2), std::string_view(llama3), kvr::gpt2_split_regex()}) {
-    const auto pattern = kvr::known_split_pattern(regex);
-    if (!pattern || kvr::testing::builtin_piece_ends(*pattern, text) != kvr::testing::pcre2_piece_ends(regex, text)) {
+  for (const auto pattern : {kvr::split_pattern::qwen2, kvr::split_pattern::llama3, kvr::split_pattern::gpt2}) {
+    const std::string_view regex = kvr::split_regex(pattern);
+    if (kvr::testing::builtin_piece_ends(pattern, text) != kvr::testing::pcre2_piece_ends(regex, text)) {
       std::fprintf(stderr, "pre-tokenizer and PCRE2 split differently under %.*s\n", static_cast<int>(regex.size()), regex.data());
       std::abort();
     }

@@ -6,11 +6,15 @@
 namespace kvr {
 namespace {
 
-std::expected<routing_request, api_error> parse(api_endpoint endpoint, std::string body) {
+using parse_method = std::expected<routing_request, api_error> (request_parser::*)(api_endpoint, std::string_view, std::size_t);
+
+/// `body` through `method` (the full parse unless told), with the padding it asks for.
+std::expected<routing_request, api_error> parse(api_endpoint endpoint, std::string body,
+                                                parse_method method = &request_parser::parse) {
   static request_parser parser;
   const std::size_t size = body.size();
   body.reserve(size + request_parser::padding);
-  return parser.parse(endpoint, std::string_view(body.data(), size), body.capacity());
+  return (parser.*method)(endpoint, std::string_view(body.data(), size), body.capacity());
 }
 
 TEST(openai, reads_model_stream_and_chat_messages_with_text_and_image_parts) {
@@ -154,10 +158,7 @@ namespace kvr {
 namespace {
 
 std::expected<routing_request, api_error> parse_envelope(api_endpoint endpoint, std::string body) {
-  static request_parser parser;
-  const std::size_t size = body.size();
-  body.reserve(size + request_parser::padding);
-  return parser.parse_envelope(endpoint, std::string_view(body.data(), size), body.capacity());
+  return parse(endpoint, std::move(body), &request_parser::parse_envelope);
 }
 
 TEST(openai_envelope, reads_model_stream_and_user_and_leaves_the_prompt_unread) {

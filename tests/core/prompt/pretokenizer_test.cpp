@@ -19,9 +19,6 @@ std::string regex_of(const std::string& tokenizer_json) {
   return document["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"].get<std::string>();
 }
 
-constexpr std::string_view llama3_regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
 struct known {
   split_pattern pattern;
   std::string regex;
@@ -30,8 +27,8 @@ struct known {
 const std::vector<known>& known_patterns() {
   static const std::vector<known> all = {
       {split_pattern::qwen2, regex_of(std::string(KVR_TOKENIZER_DIR) + "/qwen3/tokenizer.json")},
-      {split_pattern::llama3, std::string(llama3_regex)},
-      {split_pattern::gpt2, std::string(gpt2_split_regex())},
+      {split_pattern::llama3, std::string(split_regex(split_pattern::llama3))},
+      {split_pattern::gpt2, std::string(split_regex(split_pattern::gpt2))},
   };
   return all;
 }
