@@ -27,6 +27,7 @@ packages=(
   gnuplot-nox                    # kvrouter-bench's TTFT plot
   clang-16 libclang-rt-16-dev     # libFuzzer for the KV-event decoder (tests/fuzz)
   etcd-server                     # discovery tests against a real etcd
+  nats-server libnats-dev         # router replicas share their bookings over NATS (docs/replicas.md)
   chromium                        # the status page's test (headless, driven by playwright-core)
   openssl                         # the https:// worker test makes its certificates with it
 )

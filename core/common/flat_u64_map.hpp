@@ -146,6 +146,12 @@ class flat_u64_map {
     for (slot& s : slots_)
       if (s.key != 0) fn(s.key, s.value);
   }
+  template <class Fn>
+  void for_each(Fn&& fn) const {
+    if (has_zero_) fn(std::uint64_t{0}, zero_value_);
+    for (const slot& s : slots_)
+      if (s.key != 0) fn(s.key, s.value);
+  }
 
   /// Removes every entry for which `pred(key, value)` holds. O(capacity).
   template <class Pred>

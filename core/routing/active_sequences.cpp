@@ -24,6 +24,8 @@ bool active_sequences::book(const booking& request, time_point now, std::span<co
       .worker = request.worker,
       .prefill_tokens = request.prompt_tokens > cached_tokens ? static_cast<std::uint32_t>(request.prompt_tokens - cached_tokens) : 0,
       .private_blocks = track_active_blocks_ ? blocks - static_cast<std::uint32_t>(sequence_hashes.size()) : 0,
+      .prompt_tokens = request.prompt_tokens,
+      .overlap_blocks = request.overlap_blocks,
       .booked_at_ns = to_ns(now),
   };
   auto [stored, inserted] = bookings_.try_emplace(request.request_id, entry);
@@ -79,21 +81,22 @@ std::uint32_t active_sequences::active_prefix_blocks(worker_id worker, std::span
   return static_cast<std::uint32_t>(low);
 }
 
-void active_sequences::first_token(std::uint64_t request_id) {
+bool active_sequences::first_token(std::uint64_t request_id) {
   active* entry = bookings_.find(request_id);
   if (entry == nullptr) {
     ++counters_.unknown_releases;
-    return;
+    return false;
   }
   loads_[entry->worker].prefill_tokens -= entry->prefill_tokens;
   entry->prefill_tokens = 0;
+  return true;
 }
 
-void active_sequences::release(std::uint64_t request_id) {
+bool active_sequences::release(std::uint64_t request_id) {
   const active* entry = bookings_.find(request_id);
   if (entry == nullptr) {
     ++counters_.unknown_releases;
-    return;
+    return false;
   }
   worker_load& load = loads_[entry->worker];
   load.prefill_tokens -= entry->prefill_tokens;
@@ -105,6 +108,7 @@ void active_sequences::release(std::uint64_t request_id) {
   }
   bookings_.erase(request_id);
   ++counters_.released;
+  return true;
 }
 
 std::size_t active_sequences::expire(time_point now) {

@@ -59,10 +59,12 @@ class active_sequences {
   /// in-flight requests. Chained hashes make held blocks a prefix-closed set, so this is a
   /// binary search.
   [[nodiscard]] std::uint32_t active_prefix_blocks(worker_id worker, std::span<const std::uint64_t> sequence_hashes) const;
-  /// The worker sent its first byte: the request's prefill tokens are done.
-  void first_token(std::uint64_t request_id);
-  /// The request ended (success, error or disconnect). Unknown or repeated ids are harmless.
-  void release(std::uint64_t request_id);
+  /// The worker sent its first byte: the request's prefill tokens are done. False (and
+  /// counted) for an id not in flight.
+  bool first_token(std::uint64_t request_id);
+  /// The request ended (success, error or disconnect). Unknown or repeated ids are harmless
+  /// (counted; false).
+  bool release(std::uint64_t request_id);
   /// Releases bookings older than `max_age`; returns how many.
   std::size_t expire(time_point now);
 
@@ -71,12 +73,31 @@ class active_sequences {
   [[nodiscard]] worker_load load(worker_id worker) const;
   [[nodiscard]] std::size_t in_flight() const { return bookings_.size(); }
   [[nodiscard]] const active_sequences_counters& counters() const { return counters_; }
+  /// A booking in flight as it was made, and whether its prefill is done.
+  struct in_flight_booking {
+    booking request;
+    bool prefilled = false;
+  };
+  /// Calls `fn(const in_flight_booking&)` for every booking in flight (in no particular order).
+  template <class Fn>
+  void for_each_booking(Fn&& fn) const {
+    bookings_.for_each([&](std::uint64_t id, const active& entry) {
+      fn(in_flight_booking{{id, entry.worker, entry.prompt_tokens, entry.overlap_blocks}, entry.prefill_tokens == 0});
+    });
+  }
+  /// The block hashes a booking holds (empty when it holds none by hash).
+  [[nodiscard]] std::span<const std::uint64_t> held_hashes(std::uint64_t request_id) const {
+    const auto it = hashes_of_.find(request_id);
+    return it == hashes_of_.end() ? std::span<const std::uint64_t>() : std::span<const std::uint64_t>(it->second);
+  }
 
  private:
   struct active {
     worker_id worker = 0;
     std::uint32_t prefill_tokens = 0;  ///< still pending; 0 once the first token came
     std::uint32_t private_blocks = 0;  ///< blocks not shared by hash (partial block, or no hashes)
+    std::uint32_t prompt_tokens = 0;   ///< as booked (replica snapshots list bookings as made)
+    std::uint32_t overlap_blocks = 0;
     std::int64_t booked_at_ns = 0;
   };
 

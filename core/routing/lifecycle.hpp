@@ -54,6 +54,9 @@ struct candidate_view {
   std::uint32_t overlap_blocks = 0;
   std::uint64_t active_prefill_tokens = 0;
   std::uint64_t active_decode_blocks = 0;
+  /// Of the two above, what other router replicas booked (0 without replicas).
+  std::uint64_t remote_prefill_tokens = 0;
+  std::uint64_t remote_decode_blocks = 0;
   bool healthy = true;
   bool busy = false;
 };

@@ -18,6 +18,11 @@ worker_set_router::worker_set_router(worker_set_router_settings settings) : sett
   index_ = std::make_unique<prefix_index>(config.block_size, config.max_index_blocks,
                                           std::chrono::seconds(config.approx_ttl_secs));
   active_ = std::make_unique<active_sequences>(config.block_size, config.track_active_blocks, settings_.max_request_age);
+  if (settings_.share_bookings)
+    remote_.emplace(settings_.worker_names, remote_bookings_settings{.block_size = config.block_size,
+                                                                     .track_active_blocks = config.track_active_blocks,
+                                                                     .peer_timeout = settings_.peer_timeout,
+                                                                     .max_request_age = settings_.max_request_age});
   rng_.seed(settings_.seed);
   workers_.assign(workers(), {});
   events_.resize(settings_.publisher_worker.size());
@@ -37,7 +42,17 @@ bool worker_set_router::busy(std::uint32_t worker, time_point now) const {
   if (!queues_when_busy(config)) return false;
   const std::uint32_t batch = engine_fresh && w.engine.max_num_batched_tokens ? *w.engine.max_num_batched_tokens
                                                                             : config.max_num_batched_tokens;
-  return static_cast<double>(active_->load(worker).prefill_tokens) > config.busy_threshold * batch;
+  return static_cast<double>(booked_load(worker).prefill_tokens) > config.busy_threshold * batch;
+}
+
+worker_load worker_set_router::booked_load(std::uint32_t worker) const {
+  worker_load total = active_->load(worker);
+  if (!remote_ || remote_->empty()) return total;
+  const worker_load remote = remote_->load(worker);
+  total.prefill_tokens += remote.prefill_tokens;
+  total.decode_blocks += remote.decode_blocks;
+  total.requests += remote.requests;
+  return total;
 }
 
 bool worker_set_router::on_engine_metrics(std::uint32_t worker, const engine_metrics& metrics, time_point now) {
@@ -63,8 +78,10 @@ void worker_set_router::compute_overlaps(std::span<const std::uint64_t> sequence
   // group's second request often comes before the first one's BlockStored).
   active_overlaps_.assign(workers(), 0);
   if (sequence_hashes.empty()) return;
+  const bool peers = remote_ && !remote_->empty();
   for (std::uint32_t w = 0; w < workers(); ++w) {
     active_overlaps_[w] = active_->active_prefix_blocks(w, sequence_hashes);
+    if (peers) active_overlaps_[w] = std::max(active_overlaps_[w], remote_->active_prefix_blocks(w, sequence_hashes));
     worker_overlaps_[w] = std::max(worker_overlaps_[w], active_overlaps_[w]);
   }
 }
@@ -121,7 +138,13 @@ route_decision worker_set_router::decide(const route_query& query, time_point no
     return decision;
   }
   compute_overlaps(query.sequence_hashes);
-  collect_candidates(worker_overlaps_, active_->loads(), healthy_, query.excluded_workers, candidates_, active_overlaps_);
+  std::span<const worker_load> loads = active_->loads();
+  if (remote_ && !remote_->empty()) {
+    total_loads_.assign(loads.begin(), loads.end());
+    remote_->add_loads(total_loads_);
+    loads = total_loads_;
+  }
+  collect_candidates(worker_overlaps_, loads, healthy_, query.excluded_workers, candidates_, active_overlaps_);
   auto chosen = select_worker(candidates_, config, {query.prompt_tokens, round_robin_ticket_}, rng_);
   if (chosen && query.session != 0 && config.session_affinity_ttl_secs > 0) keep_session_worker(query, now, *chosen);
   if (!chosen) {
@@ -137,9 +160,16 @@ route_decision worker_set_router::decide(const route_query& query, time_point no
   if (query.dry_run) {
     ++dry_runs_;
     for (std::uint32_t w = 0; w < workers(); ++w) {
-      const worker_load load = active_->load(w);
-      decision.candidates.push_back(
-          {w, worker_overlaps_[w], load.prefill_tokens, load.decode_blocks, healthy(w, now), busy_[w] != 0});
+      const worker_load load = booked_load(w);
+      const worker_load remote = remote_ ? remote_->load(w) : worker_load{};
+      decision.candidates.push_back({.worker = w,
+                                     .overlap_blocks = worker_overlaps_[w],
+                                     .active_prefill_tokens = load.prefill_tokens,
+                                     .active_decode_blocks = load.decode_blocks,
+                                     .remote_prefill_tokens = remote.prefill_tokens,
+                                     .remote_decode_blocks = remote.decode_blocks,
+                                     .healthy = healthy(w, now),
+                                     .busy = busy_[w] != 0});
     }
     return decision;
   }
@@ -161,10 +191,54 @@ void worker_set_router::book(const booking& request, time_point now, std::span<c
   if (!active_->book(request, now, sequence_hashes)) return;  // already in flight: counted once
   ++workers_[request.worker].routed;
   ++routed_total_;
+  if (settings_.share_bookings) {
+    peer_event event{.what = peer_event::kind::booked,
+                     .request_id = request.request_id,
+                     .worker = settings_.worker_names[request.worker],
+                     .prompt_tokens = request.prompt_tokens,
+                     .overlap_blocks = request.overlap_blocks};
+    if (peers_need_hashes()) event.sequence_hashes.assign(sequence_hashes.begin(), sequence_hashes.end());
+    share(std::move(event));
+  }
+}
+
+bool worker_set_router::peers_need_hashes() const {
+  const router_config& config = settings_.config;
+  return config.track_active_blocks || (uses_prefix_overlap(config) && !config.use_kv_events);
+}
+
+void worker_set_router::share(peer_event event) {
+  if (settings_.share_bookings) outbox_.push_back(std::move(event));
+}
+
+void worker_set_router::on_peer_message(const peer_bookings_message& message, time_point now) {
+  if (!remote_) return;
+  const bool predicts = uses_prefix_overlap(settings_.config) && !settings_.config.use_kv_events;
+  remote_->apply(message, now, [&](worker_id worker, const peer_event& event) {
+    if (predicts && !event.sequence_hashes.empty()) index_->insert_predicted(worker, event.sequence_hashes, now);
+  });
+}
+
+void worker_set_router::on_peer_message(const peer_snapshot_message& message, time_point now) {
+  if (remote_) remote_->apply(message, now);
+}
+
+std::vector<peer_snapshot_entry> worker_set_router::own_bookings() const {
+  std::vector<peer_snapshot_entry> out;
+  out.reserve(active_->in_flight());
+  active_->for_each_booking([&](const active_sequences::in_flight_booking& b) {
+    if (b.request.worker >= workers()) return;
+    out.push_back({.request_id = b.request.request_id,
+                   .worker = settings_.worker_names[b.request.worker],
+                   .prompt_tokens = b.request.prompt_tokens,
+                   .overlap_blocks = b.request.overlap_blocks,
+                   .prefilled = b.prefilled});
+  });
+  return out;
 }
 
 void worker_set_router::worker_failed(std::uint64_t request_id, std::uint32_t worker, time_point now) {
-  active_->release(request_id);
+  if (active_->release(request_id)) share({.what = peer_event::kind::finished, .request_id = request_id});
   if (worker >= workers()) return;
   workers_[worker].unhealthy_until = now + settings_.unhealthy_backoff;
   ++workers_[worker].failures;
@@ -173,8 +247,12 @@ void worker_set_router::worker_failed(std::uint64_t request_id, std::uint32_t wo
 void worker_set_router::on_lifecycle(const lifecycle_event& event, time_point now) {
   switch (event.what) {
     case lifecycle_event::kind::booked: return book({event.request_id, event.worker, event.prompt_tokens, 0}, now, {});
-    case lifecycle_event::kind::first_token: return active_->first_token(event.request_id);
-    case lifecycle_event::kind::finished: return active_->release(event.request_id);
+    case lifecycle_event::kind::first_token:
+      if (active_->first_token(event.request_id)) share({.what = peer_event::kind::first_token, .request_id = event.request_id});
+      return;
+    case lifecycle_event::kind::finished:
+      if (active_->release(event.request_id)) share({.what = peer_event::kind::finished, .request_id = event.request_id});
+      return;
     case lifecycle_event::kind::worker_failed: return worker_failed(event.request_id, event.worker, now);
   }
 }
@@ -207,7 +285,8 @@ void worker_set_router::on_kv_batch(std::uint32_t publisher, bool clear_first, c
 void worker_set_router::remove_publisher(std::uint32_t publisher) { index_->remove_worker(publisher); }
 
 void worker_set_router::tick(time_point now) {
-  active_->expire(now);
+  active_->expire(now);  // peers learn of these from the next snapshot
+  if (remote_) remote_->expire(now);
   index_->expire(now);
   for (std::uint32_t w = 0; w < workers(); ++w) {
     worker_state& state = workers_[w];
@@ -235,6 +314,7 @@ worker_set_status worker_set_router::status(time_point now) const {
                               .prefill_tokens = load.prefill_tokens,
                               .decode_blocks = load.decode_blocks,
                               .requests = load.requests,
+                              .remote = remote_ ? remote_->load(w) : worker_load{},
                               .index_blocks = blocks_per_worker[w],
                               .routed = workers_[w].routed,
                               .failures = workers_[w].failures,
@@ -253,6 +333,11 @@ worker_set_status worker_set_router::status(time_point now) const {
   status.expired_bookings = active_->counters().expired;
   status.index_blocks = index_->total_blocks();
   for (const auto& e : events_) status.kv_batches += e.batches;
+  status.shares_bookings = remote_.has_value();
+  if (remote_) {
+    status.peers = remote_->peers(now);
+    status.peer_counters = remote_->counters();
+  }
   return status;
 }
 

@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -23,6 +24,8 @@
 #include "core/kv/kv_apply.hpp"
 #include "core/kv/kv_event.hpp"
 #include "core/metrics/engine_metrics.hpp"
+#include "core/replica/peer_messages.hpp"
+#include "core/replica/remote_bookings.hpp"
 #include "core/routing/active_sequences.hpp"
 #include "core/routing/admission_queue.hpp"
 #include "core/routing/lifecycle.hpp"
@@ -48,6 +51,10 @@ struct worker_set_router_settings {
   /// An engine's scraped metrics count this long (about three scrape intervals): a worker whose
   /// scrapes stopped is judged on its bookings alone.
   duration engine_metrics_ttl = std::chrono::seconds(3);
+  /// Router replicas share this set's bookings (docs/replicas.md): every booking step goes
+  /// into the outbox for the peers, and the peers' bookings count as load here.
+  bool share_bookings = false;
+  duration peer_timeout = std::chrono::seconds(3);  ///< a peer silent this long is dropped
 };
 
 /// What the set's routing state looks like at one moment (for /metrics, /ready, /v1/router/sets).
@@ -58,6 +65,8 @@ struct worker_set_status {
     std::uint64_t prefill_tokens = 0;
     std::uint64_t decode_blocks = 0;
     std::uint32_t requests = 0;
+    /// What other replicas booked on it (the three above are this replica's own).
+    worker_load remote;
     std::uint64_t index_blocks = 0;
     std::uint64_t routed = 0;
     std::uint64_t failures = 0;
@@ -80,6 +89,9 @@ struct worker_set_status {
   std::uint64_t index_blocks = 0;
   std::uint64_t kv_batches = 0;
   admission_status admission;  ///< the scorer's queue (filled by the scorer, not the router)
+  bool shares_bookings = false;
+  std::vector<peer_view> peers;  ///< other replicas heard from (sharing sets only)
+  remote_bookings_counters peer_counters;
 };
 
 class worker_set_router {
@@ -103,6 +115,16 @@ class worker_set_router {
   /// one (its start time moved on): its index entries are dropped at once, since its cache is
   /// empty and its next KV batch may be long in coming.
   bool on_engine_metrics(std::uint32_t worker, const engine_metrics& metrics, time_point now);
+  /// Another replica's booking steps on this set. In approximate mode its routings also teach
+  /// the predicted index (every replica learns every replica's placements).
+  void on_peer_message(const peer_bookings_message& message, time_point now);
+  /// A part of another replica's snapshot of its bookings.
+  void on_peer_message(const peer_snapshot_message& message, time_point now);
+  /// The booking steps taken since the last call, for the peers (empty unless sharing).
+  [[nodiscard]] std::vector<peer_event> take_outbox() { return std::exchange(outbox_, {}); }
+  [[nodiscard]] std::size_t outbox_size() const { return outbox_.size(); }
+  /// This replica's own bookings in flight, as a snapshot lists them.
+  [[nodiscard]] std::vector<peer_snapshot_entry> own_bookings() const;
   /// A publisher left: its index entries go.
   void remove_publisher(std::uint32_t publisher);
   /// Housekeeping: expires lost bookings and predicted entries, drops the index entries of
@@ -145,10 +167,18 @@ class worker_set_router {
   /// none is free and the set queues (the request must wait).
   bool keep_free_workers_only(const route_query& query, time_point now);
   void keep_session_worker(const route_query& query, time_point now, selection& chosen);
+  /// This replica's bookings plus its peers' on `worker`.
+  [[nodiscard]] worker_load booked_load(std::uint32_t worker) const;
+  void share(peer_event event);
+  /// Sequence hashes travel with bookings where a peer uses them: shared in-flight blocks, or
+  /// the predicted index of approximate mode.
+  [[nodiscard]] bool peers_need_hashes() const;
 
   worker_set_router_settings settings_;
   std::unique_ptr<prefix_index> index_;
   std::unique_ptr<active_sequences> active_;
+  std::optional<remote_bookings> remote_;  ///< sharing sets only
+  std::vector<peer_event> outbox_;
   selector_rng rng_;
   std::uint64_t round_robin_ticket_ = 0;
   std::vector<worker_state> workers_;
@@ -160,6 +190,7 @@ class worker_set_router {
   // Reused per request.
   std::vector<std::uint32_t> publisher_overlaps_, worker_overlaps_, active_overlaps_;
   std::vector<std::uint8_t> healthy_, busy_;
+  std::vector<worker_load> total_loads_;  ///< local plus remote, when peers are heard
   std::vector<worker_candidate> candidates_;
 };
 

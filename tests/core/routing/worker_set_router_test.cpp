@@ -454,3 +454,120 @@ TEST(worker_set_router, an_engine_whose_start_time_moves_on_restarted_and_loses_
 
 }  // namespace
 }  // namespace kvr
+
+namespace kvr {
+namespace {
+
+/// A replica's set that shares its bookings with peers.
+worker_set_router_settings shared_set(std::uint32_t workers) {
+  worker_set_router_settings settings = kv_set(workers);
+  settings.share_bookings = true;
+  settings.peer_timeout = 3s;
+  return settings;
+}
+
+peer_bookings_message from_peer(std::uint64_t sequence, std::vector<peer_event> events) {
+  return {.origin = {.replica = "peer", .incarnation = 1, .sequence = sequence, .sent_unix_ns = 0}, .events = std::move(events)};
+}
+
+TEST(worker_set_router_replicas, every_booking_step_goes_to_the_outbox_once_and_unknown_ones_not_at_all) {
+  worker_set_router router(shared_set(2));
+  const query_builder prompt{request_hashes({10, 20})};
+  const route_decision decision = router.decide(prompt.query(7), t0);
+  ASSERT_TRUE(decision.ok());
+  router.on_lifecycle({lifecycle_event::kind::first_token, 7, decision.worker, 0}, t0);
+  router.on_lifecycle({lifecycle_event::kind::finished, 7, decision.worker, 0}, t0);
+  router.on_lifecycle({lifecycle_event::kind::finished, 7, decision.worker, 0}, t0);  // repeated: not sent again
+  router.on_lifecycle({lifecycle_event::kind::first_token, 99, 0, 0}, t0);            // never booked
+  router.on_lifecycle({lifecycle_event::kind::booked, 8, 1, 40}, t0);                 // ingress's own pick
+  const std::vector<peer_event> out = router.take_outbox();
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].what, peer_event::kind::booked);
+  EXPECT_EQ(out[0].request_id, 7u);
+  EXPECT_EQ(out[0].worker, "w" + std::to_string(decision.worker));
+  EXPECT_EQ(out[0].prompt_tokens, 2 * test_block_size);
+  EXPECT_EQ(out[0].sequence_hashes, prompt.hashes);  // in-flight blocks are shared by hash
+  EXPECT_EQ(out[1].what, peer_event::kind::first_token);
+  EXPECT_EQ(out[2].what, peer_event::kind::finished);
+  EXPECT_EQ(out[3].worker, "w1");
+  EXPECT_EQ(out[3].prompt_tokens, 40u);
+  EXPECT_TRUE(router.take_outbox().empty());
+}
+
+TEST(worker_set_router_replicas, a_set_that_does_not_share_keeps_no_outbox) {
+  worker_set_router router(kv_set(2));
+  ASSERT_TRUE(router.decide(query_builder{request_hashes({10})}.query(1), t0).ok());
+  EXPECT_EQ(router.outbox_size(), 0u);
+}
+
+TEST(worker_set_router_replicas, a_peers_bookings_make_its_worker_costlier_here_until_they_finish) {
+  worker_set_router router(shared_set(2));
+  router.on_peer_message(from_peer(1, {{.what = peer_event::kind::booked, .request_id = 1, .worker = "w0", .prompt_tokens = 4000}}), t0);
+  const query_builder prompt{request_hashes({10, 20})};
+  for (std::uint64_t id = 10; id < 14; ++id) {
+    const route_decision decision = router.decide(prompt.query(id), t0);
+    ASSERT_TRUE(decision.ok());
+    EXPECT_EQ(decision.worker, 1u) << "request " << id;
+    router.on_lifecycle({lifecycle_event::kind::finished, id, 1, 0}, t0);
+  }
+  router.on_peer_message(from_peer(2, {{.what = peer_event::kind::finished, .request_id = 1}}), t0);
+  const worker_set_status status = router.status(t0);
+  EXPECT_EQ(status.workers[0].remote, worker_load{});
+  ASSERT_EQ(status.peers.size(), 1u);
+  EXPECT_EQ(status.peers[0].replica, "peer");
+}
+
+TEST(worker_set_router_replicas, a_dry_run_shows_the_total_booked_load_and_the_remote_part_beside_it) {
+  worker_set_router router(shared_set(2));
+  router.on_lifecycle({lifecycle_event::kind::booked, 5, 0, 100}, t0);
+  router.on_peer_message(from_peer(1, {{.what = peer_event::kind::booked, .request_id = 1, .worker = "w0", .prompt_tokens = 60}}), t0);
+  const route_decision decision = router.decide(query_builder{request_hashes({10})}.query(9, true), t0);
+  ASSERT_TRUE(decision.ok());
+  ASSERT_EQ(decision.candidates.size(), 2u);
+  EXPECT_EQ(decision.candidates[0].active_prefill_tokens, 160u);
+  EXPECT_EQ(decision.candidates[0].remote_prefill_tokens, 60u);
+  EXPECT_EQ(decision.candidates[1].active_prefill_tokens, 0u);
+  const worker_set_status status = router.status(t0);
+  EXPECT_EQ(status.workers[0].prefill_tokens, 100u);  // the status keeps the two apart
+  EXPECT_EQ(status.workers[0].remote.prefill_tokens, 60u);
+}
+
+TEST(worker_set_router_replicas, a_peer_that_falls_silent_takes_its_load_with_it_at_the_next_tick) {
+  worker_set_router router(shared_set(2));
+  router.on_peer_message(from_peer(1, {{.what = peer_event::kind::booked, .request_id = 1, .worker = "w1", .prompt_tokens = 64}}), t0);
+  router.tick(t0 + 2s);
+  EXPECT_EQ(router.status(t0 + 2s).workers[1].remote.requests, 1u);
+  router.tick(t0 + 4s);
+  EXPECT_EQ(router.status(t0 + 4s).workers[1].remote.requests, 0u);
+  EXPECT_TRUE(router.status(t0 + 4s).peers.empty());
+}
+
+TEST(worker_set_router_replicas, approximate_mode_learns_the_placements_peers_made) {
+  worker_set_router_settings settings = shared_set(3);
+  settings.config.use_kv_events = false;
+  worker_set_router router(settings);
+  const query_builder prompt{request_hashes({10, 20, 30})};
+  router.on_peer_message(from_peer(1, {{.what = peer_event::kind::booked, .request_id = 1, .worker = "w2",
+                                        .prompt_tokens = 3 * test_block_size, .sequence_hashes = prompt.hashes},
+                                       {.what = peer_event::kind::finished, .request_id = 1}}),
+                         t0);
+  const route_decision decision = router.decide(prompt.query(2), t0 + 1s);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_EQ(decision.worker, 2u);
+  EXPECT_EQ(decision.overlap_blocks, 3u);
+}
+
+TEST(worker_set_router_replicas, its_own_bookings_are_listed_for_the_snapshot_as_they_were_made) {
+  worker_set_router router(shared_set(2));
+  router.on_lifecycle({lifecycle_event::kind::booked, 5, 1, 100}, t0);
+  router.on_lifecycle({lifecycle_event::kind::booked, 6, 0, 30}, t0);
+  router.on_lifecycle({lifecycle_event::kind::first_token, 6, 0, 0}, t0);
+  auto own = router.own_bookings();
+  std::sort(own.begin(), own.end(), [](const auto& a, const auto& b) { return a.request_id < b.request_id; });
+  ASSERT_EQ(own.size(), 2u);
+  EXPECT_EQ(own[0], (peer_snapshot_entry{.request_id = 5, .worker = "w1", .prompt_tokens = 100, .overlap_blocks = 0, .prefilled = false}));
+  EXPECT_EQ(own[1], (peer_snapshot_entry{.request_id = 6, .worker = "w0", .prompt_tokens = 30, .overlap_blocks = 0, .prefilled = true}));
+}
+
+}  // namespace
+}  // namespace kvr
