@@ -153,6 +153,30 @@ const option_table<options>& serving_options() {
                                   [](auto& o) -> auto& { return o.serve.pipeline.restart_backoff; }, 1, 60000));
     t.push_back(duration<options>("--index-grace-secs", "a worker down this long loses its prefix-index entries",
                                   [](auto& o) -> auto& { return o.serve.pipeline.index_grace; }, 0, 86400));
+    // Replica sync: each row also records that it was given (the config file's key fills in the rest).
+    auto given = [](option<options> row, bool replica_options::*flag) {
+      row.set = [set = row.set, flag](options& o, std::string_view v) -> std::expected<void, std::string> {
+        o.serve.replicas.*flag = true;
+        return set(o, v);
+      };
+      return row;
+    };
+    t.push_back(given(text<options>("--nats", "URLS",
+                                    "share bookings with the other router replicas over these NATS servers (comma-separated "
+                                    "nats://host:port; off when empty; docs/replicas.md)",
+                                    [](auto& o) -> auto& { return o.serve.replicas.nats; }, true),
+                      &replica_options::nats_given));
+    t.push_back(given(text<options>("--replica-id", "NAME", "this replica's name among its peers (default: hostname-pid)",
+                                    [](auto& o) -> auto& { return o.serve.replicas.replica_id; }, true),
+                      &replica_options::replica_id_given));
+    t.push_back(given(text<options>("--nats-subject-prefix", "PREFIX",
+                                    "replicas talk on PREFIX.SET.bookings and PREFIX.SET.snapshot",
+                                    [](auto& o) -> auto& { return o.serve.replicas.subject_prefix; }, true),
+                      &replica_options::subject_prefix_given));
+    t.push_back(given(duration<options>("--replica-warmup-ms",
+                                        "a new replica's /ready waits at most this long for NATS and one snapshot round of its peers",
+                                        [](auto& o) -> auto& { return o.serve.replicas.warmup; }, 0, 600000),
+                      &replica_options::warmup_given));
     t.push_back(text<options>("--kv-bind", "ENDPOINT", "bind one KV-event socket that engines connect to (topics tell them apart)",
                               [](auto& o) -> auto& { return o.serve.pipeline.kv_bind; }, true));
     t.push_back(flag_switch<options>("--media-allow-private",

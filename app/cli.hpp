@@ -3,6 +3,7 @@
 /// table, so flags and config-file keys cannot drift apart) and the serving options (app/cli.cpp,
 /// whose defaults are the initializers of the settings structs below).
 
+#include <chrono>
 #include <cstdint>
 #include <expected>
 #include <optional>
@@ -15,6 +16,16 @@
 #include "core/config/worker_spec.hpp"
 
 namespace kvr::cli {
+
+/// Replica sync over NATS (docs/replicas.md), as the flags give it; the config file's keys of
+/// the same names fill in what no flag gave.
+struct replica_options {
+  std::string nats;        ///< --nats: comma-separated nats:// URLs; empty = a lone router
+  std::string replica_id;  ///< --replica-id; empty = hostname-pid
+  std::string subject_prefix = "kvrouter";
+  std::chrono::milliseconds warmup{2000};
+  bool nats_given = false, replica_id_given = false, subject_prefix_given = false, warmup_given = false;
+};
 
 /// How `kvrouter` serves: where the worker sets come from, and the ingress's and pipelines'
 /// settings.
@@ -33,6 +44,7 @@ struct serve_options {
   std::size_t actor_threads = 0;     ///< CAF scheduler threads; 0 = one per core
   ingress_settings http;             ///< --host, --port, --threads, limits, timeouts
   pipeline_settings pipeline;        ///< hashers, back-off, grace, KV binding, health checks, media
+  replica_options replicas;
 };
 
 struct options {

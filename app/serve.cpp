@@ -8,7 +8,10 @@
 #include <optional>
 #include <thread>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "actors/http/http_ingress.hpp"
@@ -16,6 +19,7 @@
 #include "actors/pipeline/runtime.hpp"
 #include "actors/pipeline/set_pipeline.hpp"
 #include "actors/pipeline/watcher.hpp"
+#include "actors/replica/replica_hub.hpp"
 #include "app/cli.hpp"
 #include "app/commands.hpp"
 #include "core/config/router_file.hpp"
@@ -66,6 +70,32 @@ std::expected<router_file, std::string> load_sets(const options& options) {
   return file;
 }
 
+/// Replica sync as the flags and the config file's keys give it (a flag wins); no servers
+/// means a lone router.
+std::expected<replica_settings, std::string> replica_settings_of(const serve_options& serve, const replica_file_options& file) {
+  const replica_options& flags = serve.replicas;
+  replica_settings settings;
+  const std::string servers = flags.nats_given ? flags.nats : file.nats.value_or("");
+  for (std::size_t start = 0; start < servers.size();) {
+    const std::size_t comma = std::min(servers.find(',', start), servers.size());
+    if (comma > start) settings.servers.push_back(servers.substr(start, comma - start));
+    start = comma + 1;
+  }
+  for (const std::string& url : settings.servers)
+    if (!url.starts_with("nats://") && !url.starts_with("tls://"))
+      return std::unexpected(fmt::format("--nats: \"{}\" is not a nats://host:port URL", url));
+  settings.replica_id = flags.replica_id_given ? flags.replica_id : file.replica_id.value_or("");
+  if (settings.replica_id.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    settings.replica_id = fmt::format("{}-{}", host, getpid());
+  }
+  settings.subject_prefix = flags.subject_prefix_given ? flags.subject_prefix : file.nats_subject_prefix.value_or(flags.subject_prefix);
+  if (auto bad = invalid_subject_prefix(settings.subject_prefix)) return std::unexpected("--nats-subject-prefix: " + *bad);
+  settings.warmup = flags.warmup_given || !file.replica_warmup_ms ? flags.warmup : std::chrono::milliseconds(*file.replica_warmup_ms);
+  return settings;
+}
+
 }  // namespace
 
 int run_explain(const options& options) {
@@ -108,8 +138,23 @@ int run_serve(const options& options) {
     return fail(e.what());
   }
 
+  // Replica sync: one NATS link for every set (routing never waits on it).
+  std::shared_ptr<replica_hub> replicas;
+  auto replica_config = replica_settings_of(serve, file->replicas);
+  if (!replica_config) return fail(replica_config.error());
+  if (!replica_config->servers.empty()) {
+    try {
+      replicas = std::make_shared<replica_hub>(std::move(*replica_config));
+    } catch (const std::exception& e) {
+      return fail(e.what());
+    }
+    ingress->set_readiness_gate([replicas] { return replicas->warming_up(); });
+    ingress->set_replication_status([replicas] { return replicas->status().dump(); });
+  }
+
   watcher_settings watch;
   watch.pipeline = serve.pipeline;
+  watch.pipeline.replicas = replicas;
   watch.pipeline.max_prompt_tokens = serve.http.max_prompt_tokens;
   watch.pipeline.worker_ca_file = serve.http.worker_ca_file;
   watch.config_path = serve.config_path;
@@ -117,7 +162,10 @@ int run_serve(const options& options) {
   const ingress_actor ingress_owner = spawn_ingress_actor(system, *ingress);
   watch.ingress = ingress_owner;
   const watcher_actor watcher = spawn_watcher(system, watch);
-  ingress->set_metrics_writer([reloads = watch.reloads](std::string& out) { reloads->write_metrics(out); });
+  ingress->set_metrics_writer([reloads = watch.reloads, replicas](std::string& out) {
+    reloads->write_metrics(out);
+    if (replicas) replicas->write_metrics(out);
+  });
   ingress->set_fault_injector([watcher](std::string set, std::string component) {
     caf::anon_send(watcher, fault_atom_v, std::move(set), std::move(component));
   });
@@ -141,6 +189,10 @@ int run_serve(const options& options) {
   std::cerr << fmt::format("kvrouter: {} I/O threads, {} actor threads, {} hashers per set that scores prefix overlap\n",
                            serve.http.threads == 0 ? cores : serve.http.threads, actor_threads,
                            serve.pipeline.hashers == 0 ? cores : serve.pipeline.hashers);
+  if (replicas)
+    std::cerr << fmt::format("kvrouter: replica {} shares its bookings on {}.SET.* over NATS ({})\n",
+                             replicas->settings().replica_id, replicas->settings().subject_prefix,
+                             fmt::join(replicas->settings().servers, ", "));
 
   // With --etcd, the prefix's every state goes to the watcher.
   std::unique_ptr<etcd_source> etcd;

@@ -54,3 +54,7 @@ add_library(kvr::utf8proc ALIAS PkgConfig::UTF8PROC)
 # Images: stb_image (header-only) for PNG / JPEG / GIF / BMP headers, libwebp for WebP's.
 pkg_check_modules(WEBP REQUIRED IMPORTED_TARGET libwebp)
 add_library(kvr::webp ALIAS PkgConfig::WEBP)
+
+# NATS C client (libnats-dev): router replicas share their bookings over it (actors/replica).
+pkg_check_modules(NATS REQUIRED IMPORTED_TARGET libnats)
+add_library(kvr::nats ALIAS PkgConfig::NATS)

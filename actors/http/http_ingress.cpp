@@ -165,6 +165,14 @@ std::uint16_t http_ingress::port() const { return impl_->bound_port; }
 
 void http_ingress::set_metrics_writer(std::function<void(std::string&)> write) { impl_->write_more_metrics = std::move(write); }
 
+void http_ingress::set_readiness_gate(std::function<std::optional<std::string>()> not_ready) {
+  impl_->not_ready = std::move(not_ready);
+}
+
+void http_ingress::set_replication_status(std::function<std::string()> status) {
+  impl_->replication_status = std::move(status);
+}
+
 void http_ingress::set_fault_injector(std::function<void(std::string, std::string)> inject) {
   impl_->inject_fault = std::move(inject);
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "actors/http/ingress_settings.hpp"
@@ -33,6 +34,11 @@ class http_ingress {
   /// Families other parts of the process add to `/metrics` (called on an I/O thread; set before
   /// serving).
   void set_metrics_writer(std::function<void(std::string& out)> write);
+  /// Why /ready must still answer 503 although workers are routable (a new replica warming
+  /// up); none = ready. Called on I/O threads; set before serving.
+  void set_readiness_gate(std::function<std::optional<std::string>()> not_ready);
+  /// A JSON object `/v1/router/sets` shows under "replication" (replica sync); set before serving.
+  void set_replication_status(std::function<std::string()> status);
 
   /// Serves on `settings.threads` threads until stop() or a drain ends; blocks the caller (it
   /// serves too).

@@ -260,7 +260,10 @@ class session final : public std::enable_shared_from_this<session>, public timed
     if (path == "/ready") return handle_ready(target);
     if (path == "/v1/models") return handle_models();
     if (path.starts_with("/v1/models/")) return handle_model(path_segment_decoded(path.substr(11)).value_or(std::string(path.substr(11))));
-    if (path == "/v1/router/sets") return send(http::status::ok, sets_page(*server_.current_table()), "application/json");
+    if (path == "/v1/router/sets")
+      return send(http::status::ok,
+                  sets_page(*server_.current_table(), server_.replication_status ? server_.replication_status() : std::string()),
+                  "application/json");
     if (path == "/metrics") return send(http::status::ok, server_.metrics_text(), "text/plain; version=0.0.4");
     if (path == "/" || path == "/dashboard") return send(http::status::ok, std::string(status_page_html()), "text/html; charset=utf-8");
     if (path == "/v1/router/status")
@@ -279,6 +282,9 @@ class session final : public std::enable_shared_from_this<session>, public timed
   void handle_ready(std::string_view target) {
     if (server_.draining.load(std::memory_order_relaxed))
       return send(http::status::service_unavailable, R"({"status":"draining"})", "application/json");
+    if (server_.not_ready)
+      if (const auto why = server_.not_ready())
+        return send(http::status::service_unavailable, nlohmann::json{{"status", *why}}.dump(), "application/json");
     auto table = server_.current_table();
     const auto model = query_parameter(target, "model");
     if (model && table->find(*model) == nullptr)

@@ -151,6 +151,8 @@ route_verdict request_router::answer_dry_run(const route_decision& decision) con
                           {"overlap_blocks", c.overlap_blocks},
                           {"active_prefill_tokens", c.active_prefill_tokens},
                           {"active_decode_blocks", c.active_decode_blocks},
+                          {"remote_prefill_tokens", c.remote_prefill_tokens},
+                          {"remote_decode_blocks", c.remote_decode_blocks},
                           {"healthy", c.healthy},
                           {"busy", c.busy}});
   const worker_target& worker = set_->workers[decision.worker];

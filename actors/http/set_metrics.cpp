@@ -56,6 +56,13 @@ void write_set_metrics(std::string& out, const routing_table& table) {
   family("kvrouter_worker_active_decode_blocks", "KV blocks held by requests in flight.", "gauge",
          [](const worker& w) { return w.decode_blocks; });
   family("kvrouter_worker_active_requests", "Requests in flight.", "gauge", [](const worker& w) { return w.requests; });
+  family("kvrouter_worker_remote_active_prefill_tokens",
+         "Prompt tokens other router replicas booked on the worker, not yet prefilled (replica sync).", "gauge",
+         [](const worker& w) { return w.remote.prefill_tokens; });
+  family("kvrouter_worker_remote_active_decode_blocks", "KV blocks held by other replicas' requests in flight.", "gauge",
+         [](const worker& w) { return w.remote.decode_blocks; });
+  family("kvrouter_worker_remote_active_requests", "Other replicas' requests in flight on the worker.", "gauge",
+         [](const worker& w) { return w.remote.requests; });
   family("kvrouter_worker_index_blocks", "Blocks the prefix index holds for the worker.", "gauge",
          [](const worker& w) { return w.index_blocks; });
   family("kvrouter_worker_routed_total", "Requests routed to the worker.", "counter", [](const worker& w) { return w.routed; });
@@ -113,6 +120,16 @@ void write_set_metrics(std::string& out, const routing_table& table) {
   snapshot_family("kvrouter_set_session_moves_total",
                   "Bound conversations moved to another worker (theirs down, busy or too costly).", "counter",
                   [](const scorer_snapshot& s) { return s.session_moves; });
+  snapshot_family("kvrouter_set_replica_peers", "Other router replicas heard from within the peer timeout.", "gauge",
+                  [](const scorer_snapshot& s) { return s.peers.size(); });
+  snapshot_family("kvrouter_set_replica_gaps_total", "Peer messages lost between two that came (healed by snapshots).", "counter",
+                  [](const scorer_snapshot& s) { return s.peer_counters.gaps; });
+  snapshot_family("kvrouter_set_replica_unknown_workers_total", "Peer bookings on a worker this replica does not have, dropped.",
+                  "counter", [](const scorer_snapshot& s) { return s.peer_counters.unknown_workers; });
+  snapshot_family("kvrouter_set_replica_peers_dropped_total", "Peers dropped with their bookings after falling silent.", "counter",
+                  [](const scorer_snapshot& s) { return s.peer_counters.peers_dropped; });
+  snapshot_family("kvrouter_set_replica_snapshots_total", "Whole peer snapshots applied.", "counter",
+                  [](const scorer_snapshot& s) { return s.peer_counters.snapshots; });
   // A counter per set, read from one of the set's shared counter blocks (absent: no sample).
   auto counter_family = [&](std::string_view name, std::string_view help, auto counters_of, auto value_of) {
     out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
@@ -191,6 +208,10 @@ nlohmann::json live_worker_json(const scorer_snapshot::worker& worker, const std
           {"active_requests", worker.requests},
           {"active_prefill_tokens", worker.prefill_tokens},
           {"active_decode_blocks", worker.decode_blocks},
+          {"remote",
+           {{"active_requests", worker.remote.requests},
+            {"active_prefill_tokens", worker.remote.prefill_tokens},
+            {"active_decode_blocks", worker.remote.decode_blocks}}},
           {"index_blocks", worker.index_blocks},
           {"last_kv_batch_age_s", age ? nlohmann::json(std::chrono::duration<double>(*age).count()) : nlohmann::json(nullptr)},
           {"routed", worker.routed},
@@ -199,8 +220,9 @@ nlohmann::json live_worker_json(const scorer_snapshot::worker& worker, const std
           {"engine", engine_json(worker.engine)}};
 }
 
-std::string sets_page(const routing_table& table) {
+std::string sets_page(const routing_table& table, const std::string& replication) {
   nlohmann::json page = nlohmann::json::parse(table.sets_json);
+  if (!replication.empty()) page["replication"] = nlohmann::json::parse(replication);
   for (std::size_t i = 0; i < table.sets.size() && i < page["sets"].size(); ++i) {
     const scorer_snapshot_cell& cell = *table.sets[i].snapshot;
     const auto snapshot = cell.load();
@@ -209,7 +231,15 @@ std::string sets_page(const routing_table& table) {
     for (std::size_t w = 0; w < snapshot->workers.size(); ++w)
       workers.push_back(live_worker_json(snapshot->workers[w], w < set.workers.size() ? set.workers[w].url : std::string()));
     const admission_status& a = snapshot->admission;
+    nlohmann::json peers = nlohmann::json::array();
+    for (const peer_view& p : snapshot->peers)
+      peers.push_back({{"replica", p.replica},
+                       {"last_message_age_s", std::chrono::duration<double>(p.since_heard).count()},
+                       {"last_snapshot_age_s", p.since_snapshot ? nlohmann::json(std::chrono::duration<double>(*p.since_snapshot).count())
+                                                                : nlohmann::json(nullptr)},
+                       {"bookings", p.bookings}});
     page["sets"][i]["live"] = {{"workers", std::move(workers)},
+                               {"peers", std::move(peers)},
                                {"queue",
                                 {{"enabled", a.enabled},
                                  {"depth",

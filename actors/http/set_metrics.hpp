@@ -17,8 +17,10 @@ void write_set_metrics(std::string& out, const routing_table& table);
 /// One worker's live state as /v1/router/sets and the status page show it.
 [[nodiscard]] nlohmann::json live_worker_json(const scorer_snapshot::worker& worker, const std::string& url);
 
-/// The table's sets as JSON, each with `live`: per worker its health, bookings, busy flag and
-/// last engine scrape; the queue's depth and counters.
-[[nodiscard]] std::string sets_page(const routing_table& table);
+/// The table's sets as JSON, each with `live`: per worker its health, bookings (this replica's,
+/// and other replicas' under "remote"), busy flag and last engine scrape; the peers heard from;
+/// the queue's depth and counters. `replication` (JSON text, may be empty) is the process's
+/// replica-sync status, shown as "replication".
+[[nodiscard]] std::string sets_page(const routing_table& table, const std::string& replication = {});
 
 }  // namespace kvr

@@ -7,9 +7,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 
 namespace kvr {
+
+class replica_hub;
 
 /// Active health checks (actors/sources/health_checker).
 struct health_settings {
@@ -56,6 +59,8 @@ struct pipeline_settings {
   /// Trust for https:// workers' health and metrics polls besides the system's CAs (serve
   /// copies --worker-ca-file here from ingress_settings).
   std::string worker_ca_file;
+  /// Replica sync over NATS (--nats; null: a lone router): every set shares its bookings.
+  std::shared_ptr<replica_hub> replicas;
 };
 
 }  // namespace kvr

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <random>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -10,6 +11,7 @@
 #include "actors/pipeline/hasher.hpp"
 #include "actors/pipeline/media_fetcher.hpp"
 #include "actors/pipeline/scorer.hpp"
+#include "actors/replica/replica_hub.hpp"
 #include "actors/sources/engine_scraper.hpp"
 #include "actors/sources/health_checker.hpp"
 #include "actors/sources/kv_subscriber.hpp"
@@ -82,6 +84,16 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
   routing.config = config;
   for (const worker_target& w : set.workers) routing.worker_names.push_back(w.name);
   routing.unhealthy_backoff = serve.unhealthy_backoff;
+  // Ties are broken at random, differently per process: replicas with one seed would make the
+  // same picks in the same order and herd onto the same workers.
+  routing.seed = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  if (serve.replicas) {
+    routing.share_bookings = true;
+    routing.peer_timeout = 3 * serve.replicas->settings().snapshot_interval;  // three snapshot rounds missed
+    scorer_config.replicas = serve.replicas;
+    scorer_config.set_name = card.name;
+    out.replicas = serve.replicas;
+  }
   routing.index_grace = serve.index_grace;
   // About three scrapes: one lost scrape changes nothing, a worker whose scrapes stopped is
   // judged on its bookings alone soon after.
@@ -188,6 +200,8 @@ void stop_set(running_set& set, bool keep_actors) {
     slot.instance.reset();  // the driver holds it until it is down
   }
   set.subscriber.reset();
+  // A retired set's scorer may still answer its last jobs; it no longer speaks for the set.
+  if (set.replicas && set.route.scorer) set.replicas->detach(set.route.name, set.route.scorer->address());
   if (keep_actors) return;
   if (set.route.scorer) caf::anon_send_exit(set.route.scorer, caf::exit_reason::user_shutdown);
   for (const auto& h : set.route.hashers) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);

@@ -44,6 +44,7 @@ struct running_set {
   std::shared_ptr<kv_subscriber> subscriber;  ///< also a component; kept for its stats
   std::vector<component_slot> components;
   bool health_checks = false;
+  std::shared_ptr<replica_hub> replicas;  ///< null without replica sync
 };
 
 /// Loads `card`'s tokenizer and chat template as starting the set would (files or model

@@ -176,8 +176,24 @@ std::expected<router_file, config_error> parse_router_file(std::string_view text
 
 std::expected<router_file, config_error> parse_router_document(const json& document) {
   if (!document.is_object()) return fail("the config file must hold a JSON object");
-  if (auto keys = only_keys(document, {"router", "worker_sets"}, "config file"); !keys) return std::unexpected(keys.error());
+  if (auto keys = only_keys(document, {"router", "worker_sets", "nats", "replica_id", "nats_subject_prefix", "replica_warmup_ms"},
+                            "config file");
+      !keys)
+    return std::unexpected(keys.error());
   router_file file;
+  for (auto [key, field] : {std::pair{"nats", &file.replicas.nats}, std::pair{"replica_id", &file.replicas.replica_id},
+                            std::pair{"nats_subject_prefix", &file.replicas.nats_subject_prefix}}) {
+    const auto it = document.find(key);
+    if (it == document.end()) continue;
+    if (!it->is_string() || it->get_ref<const std::string&>().empty())
+      return fail(fmt::format("config file: \"{}\" must be a non-empty string (got {})", key, it->dump()));
+    *field = it->get<std::string>();
+  }
+  if (document.contains("replica_warmup_ms")) {
+    auto warmup = get_count(document, "replica_warmup_ms", "config file", 0);
+    if (!warmup) return std::unexpected(warmup.error());
+    file.replicas.replica_warmup_ms = *warmup;
+  }
   if (auto it = document.find("router"); it != document.end()) {
     auto global = router_config_from_json(*it);
     if (!global) return fail(fmt::format("router: {}", global.error().message));

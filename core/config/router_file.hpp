@@ -47,9 +47,21 @@ struct worker_set_card {
   friend bool operator==(const worker_set_card&, const worker_set_card&) = default;
 };
 
+/// Replica sync over NATS (docs/replicas.md): the file's top-level keys, each the same as a
+/// serving flag (`--nats`, `--replica-id`, ...), which wins when both are given. Read at start.
+struct replica_file_options {
+  std::optional<std::string> nats;  ///< comma-separated nats:// URLs
+  std::optional<std::string> replica_id;
+  std::optional<std::string> nats_subject_prefix;
+  std::optional<std::uint32_t> replica_warmup_ms;
+
+  friend bool operator==(const replica_file_options&, const replica_file_options&) = default;
+};
+
 struct router_file {
   router_config router;                  ///< the global config ("router")
   std::vector<worker_set_card> sets;
+  replica_file_options replicas;
 };
 
 /// Parses and validates a config file's text. Errors name the set and key.

@@ -120,6 +120,9 @@ class worker_set_router {
   void on_peer_message(const peer_bookings_message& message, time_point now);
   /// A part of another replica's snapshot of its bookings.
   void on_peer_message(const peer_snapshot_message& message, time_point now);
+  /// Drops the peers silent past the peer timeout (tick() does too; the scorer checks more
+  /// often so that a dead replica's load goes soon after its timeout). True when one went.
+  bool expire_peers(time_point now) { return remote_ && remote_->expire(now) > 0; }
   /// The booking steps taken since the last call, for the peers (empty unless sharing).
   [[nodiscard]] std::vector<peer_event> take_outbox() { return std::exchange(outbox_, {}); }
   [[nodiscard]] std::size_t outbox_size() const { return outbox_.size(); }

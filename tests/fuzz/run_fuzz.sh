@@ -10,19 +10,21 @@
 #            and tokenizer, seeded with chat and completion bodies; the bytes as text, split
 #            by the hand-written pre-tokenizer and by PCRE2 (differential: they must agree);
 #   config:  config files, worker specs and URLs, seeded with the example config;
-#   metrics: engines' /metrics answers (Prometheus text), seeded with vLLM- and SGLang-shaped ones.
+#   metrics: engines' /metrics answers (Prometheus text), seeded with vLLM- and SGLang-shaped ones;
+#   peers:   scripts of replica-sync messages through the peer-wire decoder and the merge of
+#            remote bookings, seeded with every message shape.
 #
 # Sources compile two at a time, then link (the request target alone took 2.5 min serially).
 #
 # clang-16: libstdc++ 12 gates <expected> on __cpp_concepts >= 202002L; clang 16 implements
 # what that needs (P0848) but still advertises 201907L, so the macro is raised for this build.
 #
-#   tests/fuzz/run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics WORK_DIR [extra libFuzzer flags]
+#   tests/fuzz/run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers WORK_DIR [extra libFuzzer flags]
 #   (longer runs: add -max_total_time=3600 -runs=-1; a crash leaves its input in WORK_DIR)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-target=${1:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics WORK_DIR}
-work=${2:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics WORK_DIR}
+target=${1:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers WORK_DIR}
+work=${2:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers WORK_DIR}
 shift 2
 mkdir -p "$work/corpus-$target"
 binary="$work/${target}_fuzz"
@@ -54,6 +56,10 @@ case "$target" in
   metrics)
     sources=(tests/fuzz/metrics_fuzz.cpp core/metrics/prometheus_text.cpp core/metrics/engine_metrics.cpp)
     libs=() ;;
+  peers)
+    sources=(tests/fuzz/peer_fuzz.cpp core/replica/peer_wire.cpp core/replica/remote_bookings.cpp core/replica/peer_subjects.cpp
+             core/routing/active_sequences.cpp core/kv/msgpack_view.cpp)
+    libs=(-lfmt) ;;
   *) echo "unknown fuzz target $target" >&2; exit 2 ;;
 esac
 newest=$(cd "$repo" && ls -t "${sources[@]}" core/*/*.hpp tests/support/*.hpp | head -1)
@@ -101,6 +107,16 @@ elif target == "metrics":
     (dst / "seed-sglang").write_text(
         'sglang:num_queue_reqs{model_name="m"} 1\nsglang:num_running_reqs{model_name="m"} 4\n'
         'sglang:token_usage{model_name="m"} 0.28\nsglang:max_prefill_tokens{name="m"} 16384.0\n')
+elif target == "peers":
+    import msgpack
+    def framed(payload, step=5): return struct.pack(">H", len(payload)) + payload + bytes([step])
+    booked = msgpack.packb([1, 0, "r1", 7, 1, 1700000000000000000,
+                            [[0, 11, "w0", 64, 1, [1, 2, 3]], [0, 12, "w1", 32, 0, []], [1, 11], [2, 12]]])
+    snapshot = msgpack.packb([1, 1, "r1", 7, 2, 1700000000000000000, 0, 1, [[11, "w0", 64, 1, True], [13, "nope", 1, 0, False]]])
+    parts = msgpack.packb([1, 1, "r2", 9, 4, 0, 1, 2, [[5, "w2", 16, 0, False]]])
+    other = msgpack.packb([1, 0, "r2", 9, 1, 0, [[0, 5, "w2", 16, 0, [9]]]])
+    (dst / "seed-bookings").write_bytes(framed(booked))
+    (dst / "seed-script").write_bytes(framed(booked) + framed(snapshot, 60) + framed(other) + framed(parts, 200))
 elif target in ("kv_wire", "kv_stream"):
     vectors = {}
     for tsv in src.glob("*.tsv"):

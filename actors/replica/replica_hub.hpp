@@ -1,0 +1,104 @@
+#pragma once
+/// The process's side of replica sync (docs/replicas.md): one NATS link shared by every worker
+/// set. Scorers hand it encoded messages to publish (a bounded queue drained by its own thread,
+/// so routing never waits on NATS); what arrives on `PREFIX.*.*` is decoded here and sent to the
+/// scorer of the set the subject names. Echoes, unknown sets and malformed messages are counted
+/// and dropped. It also says when a new replica is warm enough to report ready.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/common/latency_histogram.hpp"
+#include "core/replica/peer_subjects.hpp"
+#include "messages/scorer_actor.hpp"
+
+namespace kvr {
+
+class nats_link;
+
+struct replica_settings {
+  std::vector<std::string> servers;  ///< --nats, split at commas; empty = no replicas
+  std::string replica_id;            ///< --replica-id (serve fills in hostname-pid)
+  std::string subject_prefix = "kvrouter";
+  /// /ready waits at most this long for NATS and the peers' first snapshots.
+  std::chrono::milliseconds warmup{2000};
+  std::chrono::milliseconds snapshot_interval{1000};
+  std::size_t max_queued = 4096;  ///< messages waiting to be published; beyond, dropped
+};
+
+class replica_hub {
+ public:
+  /// Starts connecting (an unreachable server is retried, not fatal); throws on bad settings.
+  explicit replica_hub(replica_settings settings);
+  ~replica_hub();
+  replica_hub(const replica_hub&) = delete;
+  replica_hub& operator=(const replica_hub&) = delete;
+
+  /// Peers' messages for set `name` go to `scorer` from now on (replacing an earlier scorer,
+  /// whose messages are no longer published). Held weakly: a scorer's life is its set's.
+  void attach(const std::string& name, const caf::actor_addr& scorer);
+  /// Only if `scorer` is still the set's (a restarted set attached its new one already).
+  void detach(const std::string& name, const caf::actor_addr& scorer);
+  /// Queues one encoded message of set `name` from `scorer`; never blocks. Dropped when
+  /// `scorer` is not the set's attached one (a retired set's scorer answering its last jobs).
+  void publish(const std::string& name, const caf::actor_addr& scorer, peer_channel channel, std::string bytes);
+
+  [[nodiscard]] const replica_settings& settings() const { return settings_; }
+  [[nodiscard]] bool connected() const;
+  /// Why /ready should still say no (NATS not reached, peers' snapshots not heard yet), until
+  /// the warm-up has passed; none once warm.
+  [[nodiscard]] std::optional<std::string> warming_up() const;
+  void write_metrics(std::string& out) const;
+  /// `/v1/router/sets`'s "replication": the replica, NATS state, counters, sync lag quantiles.
+  [[nodiscard]] nlohmann::json status() const;
+
+ private:
+  struct outgoing {
+    std::string subject;
+    std::string bytes;
+  };
+  void on_message(std::string_view subject, std::span<const std::uint8_t> data);
+  void on_state(bool connected);
+  void publish_loop();
+  void record_lag(std::int64_t sent_unix_ns);
+
+  replica_settings settings_;
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::atomic<std::int64_t> first_connected_ns_{0};  ///< steady clock; 0 = never yet
+
+  mutable std::shared_mutex sets_mutex_;
+  std::unordered_map<std::string, caf::actor_addr> sets_;  ///< subject token -> the set's scorer
+
+  std::mutex queue_mutex_;
+  std::condition_variable queue_ready_;
+  std::deque<outgoing> queue_;
+  bool stopping_ = false;
+
+  struct counters {
+    std::atomic<std::uint64_t> sent{0}, sent_bytes{0}, received{0}, received_bytes{0};
+    std::atomic<std::uint64_t> malformed{0}, unknown_set{0}, echo{0}, not_connected{0}, queue_full{0};
+    std::atomic<std::uint64_t> disconnects{0}, reconnects{0};
+  } counters_;
+  mutable std::mutex lag_mutex_;
+  latency_histogram lag_;
+  std::vector<double> recent_lag_ms_;  ///< a ring of the latest lags, for exact quantiles
+  std::size_t recent_next_ = 0;
+
+  std::unique_ptr<nats_link> link_;  ///< last: its callbacks use everything above
+  std::thread publisher_;
+};
+
+}  // namespace kvr
