@@ -31,8 +31,6 @@ using scorer_actor = caf::typed_actor<
     caf::reacts_to<tick_atom>,
     /// Another replica's booking steps or snapshot part (replica sync).
     caf::reacts_to<peer_message_ptr>,
-    /// Publish the booking steps batched so far (the batch's time is up).
-    caf::reacts_to<replica_flush_atom>,
     /// NATS is back: publish a snapshot of this replica's bookings now.
     caf::reacts_to<replica_resync_atom>,
     /// Publish the status snapshot ingress reads (soon after a change, with replicas).

@@ -1,12 +1,10 @@
 #include "actors/pipeline/scorer.hpp"
 
 #include <optional>
-#include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "actors/replica/replica_hub.hpp"
-#include "core/replica/peer_wire.hpp"
 #include "core/routing/admission_queue.hpp"
 
 namespace kvr {
@@ -25,19 +23,7 @@ struct scorer_state {
   // Replica sync (replicas null: none).
   std::shared_ptr<replica_hub> replicas;
   std::string set_name;
-  std::size_t peer_batch_events = 256;
-  std::chrono::microseconds peer_batch_delay{1000};
-  std::size_t snapshot_part_bookings = 4096;
-  std::uint64_t incarnation = 0;  ///< this scorer's, so a restarted one starts afresh at its peers
-  std::uint64_t sequence = 0;
-  bool flush_armed = false;
   bool publish_armed = false;
-
-  peer_origin next_origin() {
-    const auto sent = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch());
-    return {.replica = replicas->settings().replica_id, .incarnation = incarnation, .sequence = ++sequence,
-            .sent_unix_ns = sent.count()};
-  }
 
   void publish() {
     auto status = std::make_shared<scorer_snapshot>(router->status(clock_type::now()));
@@ -119,29 +105,10 @@ void route(scorer_pointer self, const route_job_ptr& job) {
   arm_queue_check(self);
 }
 
-/// Publishes the booking steps batched so far to the peers.
-void flush_peers(scorer_pointer self) {
-  auto& s = self->state;
-  if (!s.replicas || s.router->outbox_size() == 0) return;
-  const peer_bookings_message message{.origin = s.next_origin(), .events = s.router->take_outbox()};
-  s.replicas->publish(s.set_name, self->address(), peer_channel::bookings, encode_peer_message(message));
-}
-
-/// Publishes every booking of this replica in flight (in parts of at most
-/// `snapshot_part_bookings`), after the steps batched before it.
+/// Hands this replica's bookings in flight to the peers (after the steps shared before).
 void publish_own_bookings(scorer_pointer self) {
   auto& s = self->state;
-  if (!s.replicas) return;
-  flush_peers(self);
-  const std::vector<peer_snapshot_entry> bookings = s.router->own_bookings();
-  const std::size_t per_part = std::max<std::size_t>(1, s.snapshot_part_bookings);
-  const auto parts = static_cast<std::uint32_t>(std::max<std::size_t>(1, (bookings.size() + per_part - 1) / per_part));
-  for (std::uint32_t part = 0; part < parts; ++part) {
-    const auto first = bookings.begin() + static_cast<std::ptrdiff_t>(std::min(bookings.size(), part * per_part));
-    const auto last = bookings.begin() + static_cast<std::ptrdiff_t>(std::min(bookings.size(), (part + 1) * per_part));
-    const peer_snapshot_message message{.origin = s.next_origin(), .part = part, .parts = parts, .bookings = {first, last}};
-    s.replicas->publish(s.set_name, self->address(), peer_channel::snapshot, encode_peer_message(message));
-  }
+  if (s.replicas) s.replicas->share_snapshot(s.set_name, self->address(), s.router->own_bookings());
 }
 
 /// The status ingress reads, republished within 100 ms of a change (replica sync only: the
@@ -153,18 +120,11 @@ void publish_soon(scorer_pointer self) {
   self->delayed_send(self, std::chrono::milliseconds(100), publish_atom_v);
 }
 
-/// After routing and lifecycle steps: the outbox goes to the peers when full or after the
-/// batch delay, whichever comes first.
+/// After routing and lifecycle steps: the outbox goes to the peers (the replica hub batches).
 void after_booking_steps(scorer_pointer self) {
   auto& s = self->state;
-  if (!s.replicas) return;
-  const std::size_t pending = s.router->outbox_size();
-  if (pending >= s.peer_batch_events) {
-    flush_peers(self);
-  } else if (pending > 0 && !s.flush_armed) {
-    s.flush_armed = true;
-    self->delayed_send(self, s.peer_batch_delay, replica_flush_atom_v);
-  }
+  if (!s.replicas || s.router->outbox_size() == 0) return;
+  s.replicas->share(s.set_name, self->address(), s.router->take_outbox());
   publish_soon(self);
 }
 
@@ -181,10 +141,6 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
   s.snapshot = std::move(settings.snapshot);
   s.replicas = std::move(settings.replicas);
   s.set_name = std::move(settings.set_name);
-  s.peer_batch_events = settings.peer_batch_events;
-  s.peer_batch_delay = settings.peer_batch_delay;
-  s.snapshot_part_bookings = settings.snapshot_part_bookings;
-  s.incarnation = std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32);
   if (s.replicas) {
     s.replicas->attach(s.set_name, self->address());
     self->attach_functor([replicas = s.replicas, name = s.set_name, me = self->address()] { replicas->detach(name, me); });
@@ -277,10 +233,6 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
         publish_soon(self);
         on_capacity_change(self);  // a peer's finish may free a worker this set's queue waits for
         after_booking_steps(self);
-      },
-      [self](replica_flush_atom) {
-        self->state.flush_armed = false;
-        flush_peers(self);
       },
       [self](replica_resync_atom) { publish_own_bookings(self); },
       [self](publish_atom) {

@@ -51,15 +51,11 @@ class replica_hub;
 struct scorer_settings {
   worker_set_router_settings routing;
   std::shared_ptr<scorer_snapshot_cell> snapshot = std::make_shared<scorer_snapshot_cell>();
-  /// Replica sync (null: a lone router). The set's booking steps go to the peers in batches
-  /// of at most `peer_batch_events` or `peer_batch_delay`, and a snapshot of its bookings every
-  /// snapshot interval; `routing.share_bookings` must be on.
+  /// Replica sync (null: a lone router). The set's booking steps go to the hub as they happen
+  /// (it batches them), and a snapshot of its bookings every second; `routing.share_bookings`
+  /// must be on.
   std::shared_ptr<replica_hub> replicas;
   std::string set_name;
-  std::size_t peer_batch_events = 256;
-  std::chrono::microseconds peer_batch_delay{1000};
-  /// Bookings per snapshot message (a larger snapshot is sent in parts).
-  std::size_t snapshot_part_bookings = 4096;
 };
 
 /// Spawns a scorer for one worker set.

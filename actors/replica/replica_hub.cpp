@@ -44,71 +44,28 @@ replica_hub::replica_hub(replica_settings settings) : settings_(std::move(settin
       settings_.subject_prefix + ".*.*",
       [this](std::string_view subject, std::span<const std::uint8_t> data) { on_message(subject, data); },
       [this](bool up) { on_state(up); });
-  publisher_ = std::thread([this] { publish_loop(); });
+  publisher_ = std::make_unique<peer_publisher>(
+      peer_publisher_settings{.replica_id = settings_.replica_id, .subject_prefix = settings_.subject_prefix,
+                              .batch_delay = settings_.batch_delay, .batch_events = settings_.batch_events},
+      [link = link_.get()](const std::string& subject, std::span<const std::uint8_t> bytes) { return link->publish(subject, bytes); });
 }
 
 replica_hub::~replica_hub() {
-  {
-    std::lock_guard lock(queue_mutex_);
-    stopping_ = true;
-  }
-  queue_ready_.notify_all();
-  if (publisher_.joinable()) publisher_.join();
-  link_.reset();  // no callback runs after this
+  publisher_.reset();  // its thread publishes on the link
+  link_.reset();       // no callback runs after this
 }
 
 void replica_hub::attach(const std::string& name, const caf::actor_addr& scorer) {
+  publisher_->attach(name, scorer);
   std::unique_lock lock(sets_mutex_);
   sets_[subject_token(name)] = scorer;
 }
 
 void replica_hub::detach(const std::string& name, const caf::actor_addr& scorer) {
+  publisher_->detach(name, scorer);
   std::unique_lock lock(sets_mutex_);
   const auto it = sets_.find(subject_token(name));
   if (it != sets_.end() && it->second == scorer) sets_.erase(it);
-}
-
-void replica_hub::publish(const std::string& name, const caf::actor_addr& scorer, peer_channel channel, std::string bytes) {
-  {
-    std::shared_lock lock(sets_mutex_);
-    const auto it = sets_.find(subject_token(name));
-    if (it == sets_.end() || it->second != scorer) return;
-  }
-  if (!link_->connected()) {
-    counters_.not_connected.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  {
-    std::lock_guard lock(queue_mutex_);
-    if (queue_.size() >= settings_.max_queued) {
-      counters_.queue_full.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    queue_.push_back({peer_subject(settings_.subject_prefix, name, channel), std::move(bytes)});
-  }
-  queue_ready_.notify_one();
-}
-
-void replica_hub::publish_loop() {
-  std::deque<outgoing> batch;
-  for (;;) {
-    {
-      std::unique_lock lock(queue_mutex_);
-      queue_ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (stopping_) return;
-      batch.swap(queue_);
-    }
-    for (const outgoing& message : batch) {
-      const auto* data = reinterpret_cast<const std::uint8_t*>(message.bytes.data());
-      if (link_->publish(message.subject, std::span(data, message.bytes.size()))) {
-        counters_.sent.fetch_add(1, std::memory_order_relaxed);
-        counters_.sent_bytes.fetch_add(message.bytes.size(), std::memory_order_relaxed);
-      } else {
-        counters_.not_connected.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-    batch.clear();
-  }
 }
 
 void replica_hub::on_message(std::string_view subject, std::span<const std::uint8_t> data) {
@@ -193,17 +150,18 @@ void replica_hub::write_metrics(std::string& out) const {
          "counter");
   out += fmt::format("kvrouter_replica_nats_disconnects_total {}\n", counters_.disconnects.load());
   family("kvrouter_replica_messages_sent_total", "Peer messages published (booking batches and snapshot parts).", "counter");
-  out += fmt::format("kvrouter_replica_messages_sent_total {}\n", counters_.sent.load());
+  out += fmt::format("kvrouter_replica_messages_sent_total {}\n", publisher_->counters().sent.load());
   family("kvrouter_replica_messages_received_total", "Peer messages received and handed to their set.", "counter");
   out += fmt::format("kvrouter_replica_messages_received_total {}\n", counters_.received.load());
   family("kvrouter_replica_bytes_total", "Bytes of peer messages, by direction.", "counter");
-  out += fmt::format("kvrouter_replica_bytes_total{{direction=\"sent\"}} {}\n", counters_.sent_bytes.load());
+  out += fmt::format("kvrouter_replica_bytes_total{{direction=\"sent\"}} {}\n", publisher_->counters().sent_bytes.load());
   out += fmt::format("kvrouter_replica_bytes_total{{direction=\"received\"}} {}\n", counters_.received_bytes.load());
-  family("kvrouter_replica_messages_dropped_total", "Peer messages dropped, by reason.", "counter");
+  family("kvrouter_replica_messages_dropped_total",
+         "Peer messages dropped, by reason (queue_full counts booking steps a set's full backlog dropped).", "counter");
   for (const auto& [reason, count] :
        {std::pair{"malformed", &counters_.malformed}, std::pair{"unknown_set", &counters_.unknown_set},
-        std::pair{"echo", &counters_.echo}, std::pair{"not_connected", &counters_.not_connected},
-        std::pair{"queue_full", &counters_.queue_full}})
+        std::pair{"echo", &counters_.echo}, std::pair{"not_connected", &publisher_->counters().not_connected},
+        std::pair{"queue_full", &publisher_->counters().queue_full}})
     out += fmt::format("kvrouter_replica_messages_dropped_total{{reason=\"{}\"}} {}\n", reason, count->load());
   family("kvrouter_replica_sync_lag_seconds", "From a peer's publish to its message's arrival here (both clocks' wall time).",
          "histogram");
@@ -227,16 +185,16 @@ nlohmann::json replica_hub::status() const {
           {"subject_prefix", settings_.subject_prefix},
           {"connected", connected()},
           {"warm", !warming.has_value()},
-          {"messages_sent", counters_.sent.load()},
+          {"messages_sent", publisher_->counters().sent.load()},
           {"messages_received", counters_.received.load()},
-          {"bytes_sent", counters_.sent_bytes.load()},
+          {"bytes_sent", publisher_->counters().sent_bytes.load()},
           {"bytes_received", counters_.received_bytes.load()},
           {"dropped",
            {{"malformed", counters_.malformed.load()},
             {"unknown_set", counters_.unknown_set.load()},
             {"echo", counters_.echo.load()},
-            {"not_connected", counters_.not_connected.load()},
-            {"queue_full", counters_.queue_full.load()}}},
+            {"not_connected", publisher_->counters().not_connected.load()},
+            {"queue_full", publisher_->counters().queue_full.load()}}},
           {"disconnects", counters_.disconnects.load()},
           {"sync_lag_ms", {{"p50", quantile(lags, 0.5)}, {"p99", quantile(lags, 0.99)}, {"samples", lags.size()}}}};
 }

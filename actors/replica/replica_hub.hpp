@@ -1,26 +1,25 @@
 #pragma once
 /// The process's side of replica sync (docs/replicas.md): one NATS link shared by every worker
-/// set. Scorers hand it encoded messages to publish (a bounded queue drained by its own thread,
-/// so routing never waits on NATS); what arrives on `PREFIX.*.*` is decoded here and sent to the
-/// scorer of the set the subject names. Echoes, unknown sets and malformed messages are counted
-/// and dropped. It also says when a new replica is warm enough to report ready.
+/// set. Scorers hand it their booking steps and snapshots (actors/replica/peer_publisher
+/// batches, encodes and publishes them on its own thread, so routing never waits on NATS);
+/// what arrives on `PREFIX.*.*` is decoded here and sent to the scorer of the set the subject
+/// names. Echoes, unknown sets and malformed messages are counted and dropped. It also says
+/// when a new replica is warm enough to report ready.
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "actors/replica/peer_publisher.hpp"
 #include "core/common/latency_histogram.hpp"
 #include "core/replica/peer_subjects.hpp"
 #include "messages/scorer_actor.hpp"
@@ -36,7 +35,8 @@ struct replica_settings {
   /// /ready waits at most this long for NATS and the peers' first snapshots.
   std::chrono::milliseconds warmup{2000};
   std::chrono::milliseconds snapshot_interval{1000};
-  std::size_t max_queued = 4096;  ///< messages waiting to be published; beyond, dropped
+  std::chrono::microseconds batch_delay{1000};  ///< a set's booking steps go at most this late
+  std::size_t batch_events = 256;               ///< or as soon as this many are waiting
 };
 
 class replica_hub {
@@ -52,9 +52,15 @@ class replica_hub {
   void attach(const std::string& name, const caf::actor_addr& scorer);
   /// Only if `scorer` is still the set's (a restarted set attached its new one already).
   void detach(const std::string& name, const caf::actor_addr& scorer);
-  /// Queues one encoded message of set `name` from `scorer`; never blocks. Dropped when
-  /// `scorer` is not the set's attached one (a retired set's scorer answering its last jobs).
-  void publish(const std::string& name, const caf::actor_addr& scorer, peer_channel channel, std::string bytes);
+  /// Hands over booking steps / a snapshot of set `name` from `scorer` to publish; never
+  /// blocks. Ignored when `scorer` is not the set's attached one (a retired set's scorer
+  /// answering its last jobs).
+  void share(const std::string& name, const caf::actor_addr& scorer, std::vector<peer_event> events) {
+    publisher_->share(name, scorer, std::move(events));
+  }
+  void share_snapshot(const std::string& name, const caf::actor_addr& scorer, std::vector<peer_snapshot_entry> bookings) {
+    publisher_->share_snapshot(name, scorer, std::move(bookings));
+  }
 
   [[nodiscard]] const replica_settings& settings() const { return settings_; }
   [[nodiscard]] bool connected() const;
@@ -66,13 +72,8 @@ class replica_hub {
   [[nodiscard]] nlohmann::json status() const;
 
  private:
-  struct outgoing {
-    std::string subject;
-    std::string bytes;
-  };
   void on_message(std::string_view subject, std::span<const std::uint8_t> data);
   void on_state(bool connected);
-  void publish_loop();
   void record_lag(std::int64_t sent_unix_ns);
 
   replica_settings settings_;
@@ -82,14 +83,9 @@ class replica_hub {
   mutable std::shared_mutex sets_mutex_;
   std::unordered_map<std::string, caf::actor_addr> sets_;  ///< subject token -> the set's scorer
 
-  std::mutex queue_mutex_;
-  std::condition_variable queue_ready_;
-  std::deque<outgoing> queue_;
-  bool stopping_ = false;
-
   struct counters {
-    std::atomic<std::uint64_t> sent{0}, sent_bytes{0}, received{0}, received_bytes{0};
-    std::atomic<std::uint64_t> malformed{0}, unknown_set{0}, echo{0}, not_connected{0}, queue_full{0};
+    std::atomic<std::uint64_t> received{0}, received_bytes{0};
+    std::atomic<std::uint64_t> malformed{0}, unknown_set{0}, echo{0};
     std::atomic<std::uint64_t> disconnects{0}, reconnects{0};
   } counters_;
   mutable std::mutex lag_mutex_;
@@ -97,8 +93,8 @@ class replica_hub {
   std::vector<double> recent_lag_ms_;  ///< a ring of the latest lags, for exact quantiles
   std::size_t recent_next_ = 0;
 
-  std::unique_ptr<nats_link> link_;  ///< last: its callbacks use everything above
-  std::thread publisher_;
+  std::unique_ptr<nats_link> link_;  ///< after the above: its callbacks use them
+  std::unique_ptr<peer_publisher> publisher_;  ///< last: its thread publishes on link_
 };
 
 }  // namespace kvr

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/bench/cluster.hpp"
+#include "app/bench/replica_probe.hpp"
 #include "app/bench/image_server.hpp"
 #include "app/bench/load_client.hpp"
 #include "app/bench/report.hpp"
@@ -30,12 +31,15 @@ namespace {
 
 constexpr const char* commands_usage = R"(Usage:
   kvrouter-bench compare [--policies kv,round-robin,...] [--mockers N] [--mocker-flag F]... [--router-flag F]...
-                         WORKLOAD [LOAD] [OUTPUT]
+                         [--replicas N [--replica-sync on|off]] WORKLOAD [LOAD] [OUTPUT]
       Runs the same workload against each policy, each on a fresh local cluster (N kvrouter-mocker
       processes with KV events, kvrouter in front), and prints one table.
       Policies: kv, approx-kv, load-aware, round-robin, random, power-of-two, least-loaded, and
       kv-queue[:T] (kv with the admission queue, --busy-threshold T, default 1).
       With --rate-sweep R1,R2,...: one run per policy and rate, one table, one plot against load.
+      With --replicas N: N routers in front of the mockers, requests spread over them in turn,
+      sharing their bookings over a nats-server the bench starts (unless --replica-sync off);
+      reports load imbalance, replica disagreement, sync lag and NATS messages/s beside the rest.
   kvrouter-bench run --url http://HOST:PORT [--router-pid PID] [--worker-metrics URL]... WORKLOAD [LOAD] [OUTPUT]
       Runs the workload against a router you started; hit rate from the workers' /metrics URLs,
       router CPU from /proc/PID.
@@ -50,6 +54,8 @@ struct options {
   std::vector<std::string> worker_metrics;
   std::vector<std::string> policies = {"kv", "approx-kv", "load-aware", "round-robin", "random"};
   std::size_t mockers = 4;
+  std::size_t replicas = 1;
+  std::string replica_sync = "on";
   std::vector<std::string> mocker_flags;
   std::vector<std::string> router_flags;
   std::string trace;
@@ -93,6 +99,10 @@ const cli::option_table<options>& cluster_options() {
           },
           [](const options& o) { return fmt::format("{}", fmt::join(o.policies, ",")); }},
       cli::integer<options>("--mockers", "N", "compare: mockers per cluster", [](auto& o) -> auto& { return o.mockers; }, 1, 256),
+      cli::integer<options>("--replicas", "N", "compare: router replicas per cluster, requests spread over them in turn",
+                            [](auto& o) -> auto& { return o.replicas; }, 1, 16),
+      cli::choice<options>("--replica-sync", "on|off", "compare: replicas share their bookings over NATS (a nats-server the bench starts)",
+                           [](auto& o) -> auto& { return o.replica_sync; }, {"on", "off"}),
       cli::each<options>("--mocker-flag", "F", "compare: a flag for every mocker", [](auto& o) -> auto& { return o.mocker_flags; }),
       cli::each<options>("--router-flag", "F", "compare: a flag for every router", [](auto& o) -> auto& { return o.router_flags; }),
       cli::text<options>("--url", "URL", "run: the router to load", [](auto& o) -> auto& { return o.url; }, true),
@@ -314,13 +324,31 @@ worker_counters read_worker_counters(const std::vector<std::string>& metrics_url
   return c;
 }
 
-/// One measured run against a router at `port` (and, when known, its pid and workers).
+/// One measured run against a router at `port` (and, when known, its pid and workers), or
+/// against router replicas (`replicas`: their pids and ports; requests spread over them).
+struct replica_targets {
+  std::vector<pid_t> pids;
+  std::vector<std::uint16_t> ports;
+  bool sync = false;
+};
 policy_report measure(const options& o, const std::string& label, const std::string& host, const std::string& port,
                       pid_t router_pid, const std::vector<std::string>& metrics_urls,
-                      const std::vector<loadgen::request_spec>& requests) {
+                      const std::vector<loadgen::request_spec>& requests, const replica_targets& replicas = {}) {
   load_settings load;
   load.host = host;
   load.port = port;
+  for (std::uint16_t p : replicas.ports) load.ports.push_back(std::to_string(p));
+  std::vector<pid_t> pids = replicas.pids;
+  if (pids.empty() && router_pid > 0) pids.push_back(router_pid);
+  auto cpu_of = [&] {
+    double total = 0;
+    for (pid_t pid : pids) {
+      const double cpu = process_cpu_seconds(pid);
+      if (cpu < 0) return -1.0;
+      total += cpu;
+    }
+    return pids.empty() ? -1.0 : total;
+  };
   load.model = o.model;
   load.concurrency = o.concurrency;
   load.duration_s = o.duration;
@@ -328,13 +356,16 @@ policy_report measure(const options& o, const std::string& label, const std::str
   load.label = label;
   const worker_counters before = read_worker_counters(metrics_urls);
   const auto media_before = media_counters(host, port);
-  const double cpu_before = router_pid > 0 ? process_cpu_seconds(router_pid) : -1;
+  const double cpu_before = cpu_of();
+  std::optional<replica_probe> probe;
+  if (!replicas.ports.empty()) probe.emplace(replicas.ports, replicas.sync);
   double wall = 0;
   std::vector<request_result> results = run_load(load, requests, wall);
-  const double cpu_after = router_pid > 0 ? process_cpu_seconds(router_pid) : -1;
+  const double cpu_after = cpu_of();
   const worker_counters after = read_worker_counters(metrics_urls);
   const auto media_after = media_counters(host, port);
   policy_report report = summarize_run(label, results, wall);
+  if (probe) report.replication = probe->finish(wall);
   if (media_after.second > media_before.second)
     report.dims_cache_hit_rate = (media_after.first - media_before.first) / (media_after.second - media_before.second);
   if (!metrics_urls.empty() && after.queries > before.queries)
@@ -458,13 +489,16 @@ int run(const options& o) {
         }
         settings.policy = policy;
         settings.model = resolved.model;
+        settings.replicas = o.replicas;
+        settings.replica_sync = o.replica_sync == "on";
         settings.workdir = fmt::format("{}/run-{}", scratch, reports.size());  // its own logs, ports and sockets
         local_cluster cluster(settings);
         std::vector<std::string> metrics;
         for (const auto& url : cluster.mocker_urls()) metrics.push_back(url + "/metrics");
         const std::string label = rate > 0 ? fmt::format("{} @{}", policy, rate) : policy;
-        reports.push_back(measure(resolved, label, "127.0.0.1", std::to_string(cluster.router_port()), cluster.router_pid(), metrics,
-                                  workload_at(rate)));
+        const replica_targets targets{cluster.router_pids(), cluster.router_ports(), settings.replicas > 1 && settings.replica_sync};
+        reports.push_back(measure(resolved, label, "127.0.0.1", std::to_string(cluster.router_ports().front()), -1, metrics,
+                                  workload_at(rate), targets));
         reports.back().policy = policy;
         reports.back().offered_rate = rate;
       }

@@ -69,6 +69,46 @@ std::string tail(const std::string& path) {
 
 bool alive(pid_t pid) { return waitpid(pid, nullptr, WNOHANG) == 0; }
 
+/// A loopback port nobody listens on now (bound, then released).
+std::uint16_t free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  std::uint16_t port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
+    port = ntohs(address.sin_port);
+  close(fd);
+  return port;
+}
+
+bool accepts(std::uint16_t port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(port);
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  close(fd);
+  return ok;
+}
+
+/// `name` found on PATH (execv takes no search path), or empty.
+std::string on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "";
+  dirs += ":/usr/sbin:/usr/bin";
+  for (std::size_t start = 0; start <= dirs.size();) {
+    const std::size_t colon = std::min(dirs.find(':', start), dirs.size());
+    const auto candidate = std::filesystem::path(dirs.substr(start, colon - start)) / name;
+    if (colon > start && access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    start = colon + 1;
+  }
+  return {};
+}
+
 }  // namespace
 
 std::vector<std::string> policy_flags(const std::string& policy) {
@@ -117,36 +157,60 @@ local_cluster::local_cluster(cluster_settings settings) : settings_(std::move(se
       if (policy_uses_kv_events(settings_.policy)) spec += ",kv_events=" + kv + ",replay=" + replay;
       workers.push_back(spec);
     }
-    const std::string log = fmt::format("{}/{}-router.log", settings_.workdir, settings_.policy);
-    std::vector<std::string> argv = {settings_.kvrouter, "--host", "127.0.0.1", "--port", "0", "--model", settings_.model,
-                                     "--block-size", std::to_string(settings_.block_size)};
-    for (const auto& w : workers) argv.insert(argv.end(), {"--worker", w});
-    const auto flags = policy_flags(settings_.policy);
-    if (flags.empty()) throw std::runtime_error("unknown policy " + settings_.policy);
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    argv.insert(argv.end(), settings_.router_flags.begin(), settings_.router_flags.end());
-    router_ = spawn(argv, log);
-    const std::regex serving(R"(serving .* on http://[^:]+:(\d+))");
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (router_port_ == 0 || http_get(fmt::format("http://127.0.0.1:{}/ready", router_port_)).empty()) {
-      if (!alive(router_) || std::chrono::steady_clock::now() > deadline)
-        throw std::runtime_error("kvrouter did not become ready:\n" + tail(log));
-      std::smatch match;
-      const std::string text = read_text(log);
-      if (router_port_ == 0 && std::regex_search(text, match, serving)) router_port_ = static_cast<std::uint16_t>(std::stoi(match[1]));
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (settings_.replicas > 1 && settings_.replica_sync) {
+      const std::string nats = on_path("nats-server");
+      if (nats.empty()) throw std::runtime_error("--replica-sync on needs nats-server (Debian's nats-server package)");
+      nats_port_ = free_port();
+      const std::string log = fmt::format("{}/{}-nats.log", settings_.workdir, settings_.policy);
+      nats_ = spawn({nats, "-a", "127.0.0.1", "-p", std::to_string(nats_port_)}, log);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!accepts(nats_port_)) {
+        if (!alive(nats_) || std::chrono::steady_clock::now() > deadline)
+          throw std::runtime_error("nats-server did not start:\n" + tail(log));
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
     }
+    for (std::size_t r = 0; r < std::max<std::size_t>(1, settings_.replicas); ++r) start_router(r, workers);
   } catch (...) {
-    stop(router_);
-    for (pid_t p : mockers_) stop(p);
+    stop_all();
     throw;
   }
 }
 
-local_cluster::~local_cluster() {
-  stop(router_);
-  for (pid_t p : mockers_) stop(p);
+void local_cluster::start_router(std::size_t replica, const std::vector<std::string>& workers) {
+  const std::string log = fmt::format("{}/{}-router{}.log", settings_.workdir, settings_.policy, replica);
+  std::vector<std::string> argv = {settings_.kvrouter, "--host", "127.0.0.1", "--port", "0", "--model", settings_.model,
+                                   "--block-size", std::to_string(settings_.block_size)};
+  for (const auto& w : workers) argv.insert(argv.end(), {"--worker", w});
+  const auto flags = policy_flags(settings_.policy);
+  if (flags.empty()) throw std::runtime_error("unknown policy " + settings_.policy);
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  if (nats_ > 0)
+    argv.insert(argv.end(), {"--nats", fmt::format("nats://127.0.0.1:{}", nats_port_), "--replica-id", fmt::format("r{}", replica)});
+  argv.insert(argv.end(), settings_.router_flags.begin(), settings_.router_flags.end());
+  const pid_t pid = spawn(argv, log);
+  routers_.push_back(pid);
+  const std::regex serving(R"(serving .* on http://[^:]+:(\d+))");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::uint16_t port = 0;
+  while (port == 0 || http_get(fmt::format("http://127.0.0.1:{}/ready", port)).empty()) {
+    if (!alive(pid) || std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("kvrouter did not become ready:\n" + tail(log));
+    std::smatch match;
+    const std::string text = read_text(log);
+    if (port == 0 && std::regex_search(text, match, serving)) port = static_cast<std::uint16_t>(std::stoi(match[1]));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  router_ports_.push_back(port);
 }
+
+void local_cluster::stop_all() {
+  for (pid_t p : routers_) stop(p);
+  for (pid_t p : mockers_) stop(p);
+  stop(nats_);
+}
+
+local_cluster::~local_cluster() { stop_all(); }
 
 std::string http_get(const std::string& url) {
   const std::regex pattern(R"(http://([^:/]+):(\d+)(/.*)?)");

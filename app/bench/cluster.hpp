@@ -28,6 +28,10 @@ struct cluster_settings {
   std::string model = "mock-model";
   std::uint32_t block_size = 16;
   std::string workdir;                    ///< scratch directory (sockets, port files, logs)
+  /// Router replicas in front of the same mockers; with `replica_sync`, a nats-server on a
+  /// free loopback port and every replica sharing its bookings over it (docs/replicas.md).
+  std::size_t replicas = 1;
+  bool replica_sync = true;
 };
 
 class local_cluster {
@@ -38,16 +42,21 @@ class local_cluster {
   local_cluster(const local_cluster&) = delete;
   local_cluster& operator=(const local_cluster&) = delete;
 
-  [[nodiscard]] pid_t router_pid() const { return router_; }
-  [[nodiscard]] std::uint16_t router_port() const { return router_port_; }
+  [[nodiscard]] const std::vector<pid_t>& router_pids() const { return routers_; }
+  [[nodiscard]] const std::vector<std::uint16_t>& router_ports() const { return router_ports_; }
   [[nodiscard]] const std::vector<std::string>& mocker_urls() const { return mocker_urls_; }
 
  private:
+  void start_router(std::size_t replica, const std::vector<std::string>& workers);
+  void stop_all();
+
   cluster_settings settings_;
   std::vector<pid_t> mockers_;
   std::vector<std::string> mocker_urls_;
-  pid_t router_ = -1;
-  std::uint16_t router_port_ = 0;
+  pid_t nats_ = -1;
+  std::uint16_t nats_port_ = 0;
+  std::vector<pid_t> routers_;
+  std::vector<std::uint16_t> router_ports_;
 };
 
 /// GET http://HOST:PORT/PATH; the body, or empty on any failure (status must be 200).

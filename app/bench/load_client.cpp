@@ -78,7 +78,9 @@ class runner {
 
   std::vector<request_result> run(double& wall_seconds) {
     tcp::resolver resolver(io_);
-    endpoints_ = resolver.resolve(settings_.host, settings_.port);
+    ports_ = settings_.ports.empty() ? std::vector<std::string>{settings_.port} : settings_.ports;
+    for (const std::string& port : ports_) endpoints_.push_back(resolver.resolve(settings_.host, port));
+    idle_.resize(ports_.size());
     start_ = clock_type::now();
     if (settings_.concurrency > 0) {
       for (std::size_t i = 0; i < settings_.concurrency; ++i) send_next();
@@ -99,10 +101,10 @@ class runner {
   const load_settings& settings() const { return settings_; }
 
   /// An exchange ended; `stream` is handed back for reuse when the connection can be kept.
-  void done(std::unique_ptr<beast::tcp_stream> stream) {
+  void done(std::size_t index, std::unique_ptr<beast::tcp_stream> stream) {
     ++completed_;
     finished_at_ = clock_type::now();
-    if (stream) idle_.push_back({std::move(stream), finished_at_});
+    if (stream) idle_[index % ports_.size()].push_back({std::move(stream), finished_at_});
     if (settings_.concurrency > 0) send_next();
     maybe_stop();
   }
@@ -119,7 +121,7 @@ class runner {
     if (completed_ == sent_ && !sending_allowed()) {
       arrival_timer_.cancel();
       progress_timer_.cancel();
-      idle_.clear();
+      for (auto& pool : idle_) pool.clear();
     }
   }
 
@@ -142,28 +144,30 @@ class runner {
   void send_next() {
     if (!sending_allowed()) return maybe_stop();
     const std::size_t index = sent_++;
+    const std::size_t replica = index % ports_.size();
     std::string body = completion_body(settings_.model, requests_[index]);
     const char* path = requests_[index].messages_json.empty() ? "/v1/completions" : "/v1/chat/completions";
     std::string text = fmt::format("POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\n"
                                    "Content-Length: {}\r\n\r\n{}",
-                                   path, settings_.host, settings_.port, body.size(), body);
+                                   path, settings_.host, ports_[replica], body.size(), body);
     // A connection idle for long may be closed by the server (kvrouter's --client-timeout-secs,
     // default 60) just as a request goes out on it: such ones are dropped, not reused.
     const auto now = clock_type::now();
-    std::erase_if(idle_, [now](const idle_connection& c) { return now - c.since > max_idle; });
-    if (!idle_.empty()) {
-      auto stream = std::move(idle_.back().stream);
-      idle_.pop_back();
+    auto& idle = idle_[replica];
+    std::erase_if(idle, [now](const idle_connection& c) { return now - c.since > max_idle; });
+    if (!idle.empty()) {
+      auto stream = std::move(idle.back().stream);
+      idle.pop_back();
       std::make_shared<exchange>(*this, index, std::move(stream))->start(std::move(text));
       return;
     }
     auto stream = std::make_unique<beast::tcp_stream>(io_);
     auto* raw = stream.get();
-    raw->async_connect(endpoints_, [this, index, stream = std::move(stream), text = std::move(text)](
+    raw->async_connect(endpoints_[replica], [this, index, stream = std::move(stream), text = std::move(text)](
                                        beast::error_code ec, const tcp::endpoint&) mutable {
       if (ec) {
         results_[index].error = "connect: " + ec.message();
-        return done(nullptr);
+        return done(index, nullptr);
       }
       stream->socket().set_option(tcp::no_delay(true));
       std::make_shared<exchange>(*this, index, std::move(stream))->start(std::move(text));
@@ -192,7 +196,8 @@ class runner {
   const std::vector<loadgen::request_spec>& requests_;
   std::vector<request_result> results_;
   asio::io_context io_;
-  tcp::resolver::results_type endpoints_;
+  std::vector<std::string> ports_;
+  std::vector<tcp::resolver::results_type> endpoints_;  ///< per port
   asio::steady_timer arrival_timer_{io_};
   asio::steady_timer progress_timer_{io_};
   struct idle_connection {
@@ -200,7 +205,7 @@ class runner {
     clock_type::time_point since;
   };
   static constexpr std::chrono::seconds max_idle{20};
-  std::vector<idle_connection> idle_;
+  std::vector<std::vector<idle_connection>> idle_;  ///< per port
   clock_type::time_point start_;
   clock_type::time_point finished_at_;
   std::size_t sent_ = 0;
@@ -261,7 +266,7 @@ void exchange::finish(bool reusable) {
   if (r.error.empty() && r.status != 200) r.error = fmt::format("HTTP {}: {}", r.status, parser_->get().body().substr(0, 200));
   if (r.error.empty() && r.output_chunks == 0) r.error = "no output";
   r.ok = r.error.empty();
-  owner_.done(reusable && r.ok ? std::move(stream_) : nullptr);
+  owner_.done(index_, reusable && r.ok ? std::move(stream_) : nullptr);
 }
 
 }  // namespace

@@ -25,6 +25,9 @@ struct request_result {
 struct load_settings {
   std::string host = "127.0.0.1";
   std::string port = "8080";
+  /// Router replicas on `host` to spread requests over (request i goes to the (i mod n)-th);
+  /// empty = `port` alone.
+  std::vector<std::string> ports;
   std::string model = "mock-model";
   std::size_t concurrency = 0;  ///< 0: open loop (arrival times); else closed loop
   double duration_s = 0;        ///< 0: until every request is sent; else stop sending after this

@@ -47,6 +47,15 @@ void print_table(const std::vector<policy_report>& reports) {
                              r.rps, r.hit_rate < 0 ? std::string("-") : fmt::format("{:.1f}%", 100 * r.hit_rate), r.ttft_ms.mean,
                              r.ttft_ms.p50, r.ttft_ms.p99, r.itl_ms.mean, r.itl_ms.p99,
                              r.router_cpu_us_per_req < 0 ? std::string("-") : fmt::format("{:.0f}", r.router_cpu_us_per_req));
+    if (const replication_report& rep = r.replication; rep.load_cv >= 0 || rep.replicas > 1) {
+      auto shown = [](double v, std::string_view unit) { return v < 0 ? std::string("-") : fmt::format("{:.2f}{}", v, unit); };
+      std::cout << fmt::format("    {} router(s){}: load imbalance (CV) {}, replica disagreement {}, sync lag p50 {} p99 {}, "
+                               "NATS {}\n",
+                               rep.replicas, rep.replicas > 1 ? (rep.sync ? ", sync on" : ", sync off") : "",
+                               shown(rep.load_cv, ""), shown(rep.disagreement, " req"), shown(rep.lag_p50_ms, " ms"),
+                               shown(rep.lag_p99_ms, " ms"),
+                               rep.nats_messages_per_s < 0 ? std::string("-") : fmt::format("{:.0f} msg/s", rep.nats_messages_per_s));
+    }
     if (r.dims_cache_hit_rate >= 0)
       std::cout << fmt::format("    image-dimension cache hit rate: {:.1f}%\n", 100 * r.dims_cache_hit_rate);
     if (!r.first_error.empty()) std::cout << "    first error: " << r.first_error << "\n";
@@ -77,6 +86,13 @@ void write_json(const std::vector<policy_report>& reports, const std::string& pa
                    {"itl_p99_ms", r.itl_ms.p99},
                    {"router_cpu_us_per_req", optional(r.router_cpu_us_per_req)},
                    {"dims_cache_hit_rate", optional(r.dims_cache_hit_rate)},
+                   {"replicas", r.replication.replicas},
+                   {"replica_sync", r.replication.sync},
+                   {"load_imbalance_cv", optional(r.replication.load_cv)},
+                   {"replica_disagreement", optional(r.replication.disagreement)},
+                   {"sync_lag_p50_ms", optional(r.replication.lag_p50_ms)},
+                   {"sync_lag_p99_ms", optional(r.replication.lag_p99_ms)},
+                   {"nats_messages_per_s", optional(r.replication.nats_messages_per_s)},
                    {"first_error", r.first_error}});
   }
   std::ofstream(path) << out.dump(2) << "\n";

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "app/bench/load_client.hpp"
+#include "app/bench/replica_probe.hpp"
 #include "core/loadgen/stats.hpp"
 
 namespace kvr::bench {
@@ -26,6 +27,7 @@ struct policy_report {
   double dims_cache_hit_rate = -1;    ///< the router's image-dimension cache, over the run; -1 = no lookups
   std::string first_error;
   std::vector<double> ttft_samples;   ///< sorted, for the plot
+  replication_report replication;     ///< compare's routers, one or several (--replicas)
 };
 
 /// Summarizes a run's results.
