@@ -24,6 +24,7 @@ struct scorer_state {
   std::shared_ptr<replica_hub> replicas;
   std::string set_name;
   bool publish_armed = false;
+  clock_type::time_point published_at{};  ///< of the last status publish_soon() made
 
   void publish() {
     auto status = std::make_shared<scorer_snapshot>(router->status(clock_type::now()));
@@ -111,13 +112,22 @@ void publish_own_bookings(scorer_pointer self) {
   if (s.replicas) s.replicas->share_snapshot(s.set_name, self->address(), s.router->own_bookings());
 }
 
-/// The status ingress reads, republished within 100 ms of a change (replica sync only: the
-/// peers' loads change it without any request here).
+/// The status ingress reads, republished within 10 ms of a change (replica sync only: the
+/// peers' loads change it without any request here, and /v1/router/sets should show what the
+/// replicas agree on, not a second-old view). At once when the last one is older than that, so
+/// that a quiet set wakes no timer; else once, when the 10 ms are up.
 void publish_soon(scorer_pointer self) {
   auto& s = self->state;
   if (!s.replicas || s.publish_armed) return;
+  constexpr auto interval = std::chrono::milliseconds(10);
+  const auto now = clock_type::now();
+  if (now - s.published_at >= interval) {
+    s.publish();
+    s.published_at = now;
+    return;
+  }
   s.publish_armed = true;
-  self->delayed_send(self, std::chrono::milliseconds(100), publish_atom_v);
+  self->delayed_send(self, s.published_at + interval - now, publish_atom_v);
 }
 
 /// After routing and lifecycle steps: the outbox goes to the peers (the replica hub batches).
@@ -236,8 +246,10 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
       },
       [self](replica_resync_atom) { publish_own_bookings(self); },
       [self](publish_atom) {
-        self->state.publish_armed = false;
-        self->state.publish();
+        auto& s = self->state;
+        s.publish_armed = false;
+        s.publish();
+        s.published_at = clock_type::now();
       },
       [self](peer_check_atom) {
         auto& s = self->state;

@@ -1,5 +1,7 @@
 #include "actors/replica/nats_link.hpp"
 
+#include <pthread.h>
+
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -29,6 +31,9 @@ nats_link::nats_link(nats_link_settings settings, std::string subscription, on_m
     // Nothing is published while disconnected (publish() checks first: a snapshot after the
     // reconnection says what is true then); this bounds what a publish racing the loss buffers.
     check(natsOptions_SetReconnectBufSize(options_, 1 << 20), "reconnect buffer");
+    // The caller batches already (actors/replica/peer_publisher): a publish goes out at once from
+    // its thread instead of waking the client's flusher thread for each message.
+    check(natsOptions_SetSendAsap(options_, true), "send asap");
     check(natsOptions_SetPingInterval(options_, 1000), "ping interval");
     check(natsOptions_SetMaxPingsOut(options_, 2), "pings out");
     check(natsOptions_SetDisconnectedCB(options_, &nats_link::disconnected_cb, this), "disconnected callback");
@@ -79,6 +84,8 @@ void nats_link::connected_cb(natsConnection*, void* self) { static_cast<nats_lin
 void nats_link::disconnected_cb(natsConnection*, void* self) { static_cast<nats_link*>(self)->set_connected(false); }
 
 void nats_link::message_cb(natsConnection*, natsSubscription*, natsMsg* message, void* self) {
+  thread_local bool named = false;  // the client's delivery thread, named for `top -H`
+  if (!named) named = pthread_setname_np(pthread_self(), "kvr-nats-in") == 0 || true;
   auto* link = static_cast<nats_link*>(self);
   const auto* data = reinterpret_cast<const std::uint8_t*>(natsMsg_GetData(message));
   link->message_(natsMsg_GetSubject(message), std::span(data, static_cast<std::size_t>(natsMsg_GetDataLength(message))));

@@ -1,5 +1,7 @@
 #include "actors/replica/peer_publisher.hpp"
 
+#include <pthread.h>
+
 #include <random>
 
 #include "core/replica/peer_subjects.hpp"
@@ -18,7 +20,10 @@ std::int64_t unix_ns() {
 
 peer_publisher::peer_publisher(peer_publisher_settings settings, sink publish)
     : settings_(std::move(settings)), publish_(std::move(publish)) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "kvr-peer-pub");
+    loop();
+  });
 }
 
 peer_publisher::~peer_publisher() {

@@ -37,8 +37,14 @@ replica_probe::~replica_probe() {
 void replica_probe::sample() {
   std::map<std::string, double> truth;                 // worker -> all replicas' own bookings
   std::map<std::string, std::vector<double>> seen;     // worker -> what each replica sees
-  for (std::uint16_t port : ports_) {
-    const auto page = sets_page(port);
+  // Every replica at once: a sample taken one replica after another would see the load move.
+  std::vector<nlohmann::json> pages(ports_.size());
+  {
+    std::vector<std::thread> readers;
+    for (std::size_t i = 0; i < ports_.size(); ++i) readers.emplace_back([&, i] { pages[i] = sets_page(ports_[i]); });
+    for (auto& r : readers) r.join();
+  }
+  for (const nlohmann::json& page : pages) {
     if (!page.is_object() || !page.contains("sets") || page["sets"].empty()) return;  // a torn sample: skip it
     for (const auto& w : page["sets"][0]["live"]["workers"]) {
       const std::string name = w.value("name", "");
@@ -59,12 +65,12 @@ void replica_probe::sample() {
     cv_sum_ += std::sqrt(std::max(0.0, squares / n - mean * mean)) / mean;
     ++cv_samples_;
   }
-  if (ports_.size() > 1) {
-    for (const auto& [name, views] : seen) {
-      const auto [low, high] = std::minmax_element(views.begin(), views.end());
-      spread_sum_ += *high - *low;
-      ++spread_samples_;
-    }
+  if (ports_.size() > 1 && sum > 0) {
+    double error = 0;  // over replicas and workers: how far each replica's view is from the truth
+    for (const auto& [name, views] : seen)
+      for (double view : views) error += std::abs(view - truth[name]);
+    spread_sum_ += error / (sum * static_cast<double>(ports_.size()));
+    ++spread_samples_;
   }
 }
 

@@ -5,8 +5,10 @@
 ///
 /// - load imbalance: the coefficient of variation over workers of the requests booked on them
 ///   (all replicas' own bookings summed: the true load), averaged over the samples with load;
-/// - disagreement: per worker, the spread (max - min) of the booked requests the replicas see
-///   (own + remote), averaged over workers and samples (0 = every replica sees the same load);
+/// - disagreement: how far each replica's view of the booked requests (own + remote, per worker)
+///   is from the true load (every replica's own bookings summed), as a share of the true load,
+///   averaged over replicas and samples (0 = every replica sees the whole load; without sync
+///   about 1 - 1/N: each sees its own part only);
 /// - sync lag p50 / p99: each replica's own figures over its latest 4096 messages (the median of
 ///   the p50s, the largest p99);
 /// - NATS messages per second: sent by all replicas over the run.
@@ -23,7 +25,7 @@ struct replication_report {
   std::size_t replicas = 1;
   bool sync = false;
   double load_cv = -1;        ///< -1 = no sample had load
-  double disagreement = -1;   ///< booked requests; -1 = one replica
+  double disagreement = -1;   ///< share of the booked load; -1 = one replica
   double lag_p50_ms = -1, lag_p99_ms = -1;  ///< -1 = no sync
   double nats_messages_per_s = -1;
 };

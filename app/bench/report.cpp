@@ -52,7 +52,7 @@ void print_table(const std::vector<policy_report>& reports) {
       std::cout << fmt::format("    {} router(s){}: load imbalance (CV) {}, replica disagreement {}, sync lag p50 {} p99 {}, "
                                "NATS {}\n",
                                rep.replicas, rep.replicas > 1 ? (rep.sync ? ", sync on" : ", sync off") : "",
-                               shown(rep.load_cv, ""), shown(rep.disagreement, " req"), shown(rep.lag_p50_ms, " ms"),
+                               shown(rep.load_cv, ""), rep.disagreement < 0 ? std::string("-") : fmt::format("{:.1f}% of the load", 100 * rep.disagreement), shown(rep.lag_p50_ms, " ms"),
                                shown(rep.lag_p99_ms, " ms"),
                                rep.nats_messages_per_s < 0 ? std::string("-") : fmt::format("{:.0f} msg/s", rep.nats_messages_per_s));
     }

@@ -156,3 +156,33 @@ TEST(router_file, a_reload_that_changes_only_cost_weights_retunes_in_place) {
 
 }  // namespace
 }  // namespace kvr
+
+namespace kvr {
+namespace {
+
+constexpr std::string_view one_set = R"("worker_sets": [{"name": "a", "model": "m", "workers": [{"url": "http://127.0.0.1:8001"}]}])";
+
+TEST(router_file, replica_sync_keys_sit_at_the_top_level_and_are_optional) {
+  auto plain = parse_router_file("{" + std::string(one_set) + "}");
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_EQ(plain->replicas, replica_file_options{});
+  auto file = parse_router_file(R"({"nats": "nats://n1:4222,nats://n2:4222", "replica_id": "r7", "nats_subject_prefix": "prod.kvr",
+                                    "replica_warmup_ms": 500, )" + std::string(one_set) + "}");
+  ASSERT_TRUE(file) << file.error().message;
+  EXPECT_EQ(file->replicas.nats, "nats://n1:4222,nats://n2:4222");
+  EXPECT_EQ(file->replicas.replica_id, "r7");
+  EXPECT_EQ(file->replicas.nats_subject_prefix, "prod.kvr");
+  EXPECT_EQ(file->replicas.replica_warmup_ms, 500u);
+}
+
+TEST(router_file, replica_sync_keys_of_the_wrong_type_are_refused_by_name) {
+  for (const char* bad : {R"("nats": 4222)", R"("nats": "")", R"("replica_id": ["r1"])", R"("nats_subject_prefix": null)",
+                          R"("replica_warmup_ms": -1)", R"("replica_warmup_ms": "2000")"}) {
+    const std::string error = error_of("{" + std::string(bad) + ", " + std::string(one_set) + "}");
+    const std::string key = std::string(bad).substr(1, std::string(bad).find('"', 1) - 1);
+    EXPECT_NE(error.find(key), std::string::npos) << bad << " -> " << error;
+  }
+}
+
+}  // namespace
+}  // namespace kvr
