@@ -33,9 +33,7 @@ using scorer_actor = caf::typed_actor<
     caf::reacts_to<peer_message_ptr>,
     /// NATS is back: publish a snapshot of this replica's bookings now.
     caf::reacts_to<replica_resync_atom>,
-    /// Publish the status snapshot ingress reads (soon after a change, with replicas).
-    caf::reacts_to<publish_atom>,
-    /// Drop the peers that fell silent (every 250 ms, with replicas).
+    /// Drop the peers that fell silent, publish a status left stale (every 250 ms, with replicas).
     caf::reacts_to<peer_check_atom>,
     /// The index and its counters as JSON (operators and tests).
     caf::replies_to<dump_index_atom>::with<std::string>>;

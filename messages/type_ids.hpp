@@ -56,7 +56,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvr, caf::first_custom_type_id)
   // -- replicas: replica hub <-> scorer
   CAF_ADD_TYPE_ID(kvr, (kvr::peer_message_ptr))
   CAF_ADD_ATOM(kvr, kvr, replica_resync_atom, "rresync")
-  CAF_ADD_ATOM(kvr, kvr, publish_atom, "publish")
   CAF_ADD_ATOM(kvr, kvr, peer_check_atom, "peercheck")
 
   // -- operator / debug requests

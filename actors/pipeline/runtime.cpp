@@ -16,7 +16,6 @@ void configure_actor_system(caf::actor_system_config& config, std::size_t thread
   // took the kv router from 1900 to 1300 CPU-us per request (docs/benchmarks.md).
   config.set("work-stealing.aggressive-poll-attempts", 10);
   config.set("work-stealing.moderate-poll-attempts", 0);
-  config.set("work-stealing.moderate-sleep-duration", caf::timespan{std::chrono::microseconds(50)});
 }
 
 }  // namespace kvr

@@ -23,8 +23,8 @@ struct scorer_state {
   // Replica sync (replicas null: none).
   std::shared_ptr<replica_hub> replicas;
   std::string set_name;
-  bool publish_armed = false;
   clock_type::time_point published_at{};  ///< of the last status publish_soon() made
+  bool status_stale = false;              ///< a change publish_soon() left for the peer check
 
   void publish() {
     auto status = std::make_shared<scorer_snapshot>(router->status(clock_type::now()));
@@ -112,22 +112,21 @@ void publish_own_bookings(scorer_pointer self) {
   if (s.replicas) s.replicas->share_snapshot(s.set_name, self->address(), s.router->own_bookings());
 }
 
-/// The status ingress reads, republished within 10 ms of a change (replica sync only: the
-/// peers' loads change it without any request here, and /v1/router/sets should show what the
-/// replicas agree on, not a second-old view). At once when the last one is older than that, so
-/// that a quiet set wakes no timer; else once, when the 10 ms are up.
+/// The status ingress reads, republished at most every 10 ms while it changes (replica sync
+/// only: the peers' loads change it without any request here, and /v1/router/sets should show
+/// what the replicas agree on, not a second-old view). A change within 10 ms of the last
+/// publish waits for the next peer check (250 ms): no timer per change.
 void publish_soon(scorer_pointer self) {
   auto& s = self->state;
-  if (!s.replicas || s.publish_armed) return;
-  constexpr auto interval = std::chrono::milliseconds(10);
+  if (!s.replicas) return;
   const auto now = clock_type::now();
-  if (now - s.published_at >= interval) {
-    s.publish();
-    s.published_at = now;
+  if (now - s.published_at < std::chrono::milliseconds(10)) {
+    s.status_stale = true;
     return;
   }
-  s.publish_armed = true;
-  self->delayed_send(self, s.published_at + interval - now, publish_atom_v);
+  s.publish();
+  s.published_at = now;
+  s.status_stale = false;
 }
 
 /// After routing and lifecycle steps: the outbox goes to the peers (the replica hub batches).
@@ -138,9 +137,11 @@ void after_booking_steps(scorer_pointer self) {
   publish_soon(self);
 }
 
-/// Capacity may have freed (an end, a first token, fresh metrics): serve the queue.
+/// Capacity may have freed (an end, a first token, fresh metrics, a peer's finish): serve the
+/// queue; then the booking steps taken so far go to the peers.
 void on_capacity_change(scorer_pointer self) {
   if (!self->state.queue->empty()) dispatch(self, clock_type::now());
+  after_booking_steps(self);
 }
 
 scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings) {
@@ -183,7 +184,6 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
         s.router->on_lifecycle(event, clock_type::now());
         if (event.what == lifecycle_event::kind::worker_failed) s.publish();
         on_capacity_change(self);
-        after_booking_steps(self);
       },
       [self](const lifecycle_batch_ptr& batch) {
         auto& s = self->state;
@@ -195,7 +195,6 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
         }
         if (failures) s.publish();  // ingress's local picks read health from the snapshot
         on_capacity_change(self);
-        after_booking_steps(self);
       },
       [self](const engine_scrape_ptr& scrape) {
         auto& s = self->state;
@@ -232,6 +231,7 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
         s.router->tick(now);
         expire_queue(self, now);
         dispatch(self, now);
+        after_booking_steps(self);
         publish_own_bookings(self);  // the snapshot round, with replicas
         s.publish();
         self->delayed_send(self, std::chrono::seconds(1), tick_atom_v);
@@ -242,21 +242,17 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
         std::visit([&](const auto& m) { s.router->on_peer_message(m, now); }, *message);
         publish_soon(self);
         on_capacity_change(self);  // a peer's finish may free a worker this set's queue waits for
-        after_booking_steps(self);
       },
       [self](replica_resync_atom) { publish_own_bookings(self); },
-      [self](publish_atom) {
-        auto& s = self->state;
-        s.publish_armed = false;
-        s.publish();
-        s.published_at = clock_type::now();
-      },
       [self](peer_check_atom) {
         auto& s = self->state;
-        if (s.router->expire_peers(clock_type::now())) {
+        const bool peers_dropped = s.router->expire_peers(clock_type::now());
+        if (peers_dropped || s.status_stale) {
           s.publish();
-          on_capacity_change(self);
+          s.published_at = clock_type::now();
+          s.status_stale = false;
         }
+        if (peers_dropped) on_capacity_change(self);
         self->delayed_send(self, std::chrono::milliseconds(250), peer_check_atom_v);
       },
       [self](dump_index_atom) { return self->state.router->dump_index().dump(); },
