@@ -148,7 +148,15 @@ int run_serve(const options& options) {
     } catch (const std::exception& e) {
       return fail(e.what());
     }
-    ingress->set_readiness_gate([replicas] { return replicas->warming_up(); });
+    // A new replica is ready once it knows what the others know: NATS reached, one snapshot
+    // round heard, and its sets' KV-event warm-start replays done; or once the warm-up is over.
+    ingress->set_readiness_gate([replicas](const routing_table& table) -> std::optional<std::string> {
+      if (replicas->warm_up_over()) return std::nullopt;
+      if (auto why = replicas->warming_up()) return why;
+      for (const worker_set_route& set : table.sets)
+        if (!set.kv_warm->load()) return fmt::format("replaying the KV events of worker set {}", set.name);
+      return std::nullopt;
+    });
     ingress->set_replication_status([replicas] { return replicas->status().dump(); });
   }
 

@@ -165,7 +165,7 @@ std::uint16_t http_ingress::port() const { return impl_->bound_port; }
 
 void http_ingress::set_metrics_writer(std::function<void(std::string&)> write) { impl_->write_more_metrics = std::move(write); }
 
-void http_ingress::set_readiness_gate(std::function<std::optional<std::string>()> not_ready) {
+void http_ingress::set_readiness_gate(std::function<std::optional<std::string>(const routing_table&)> not_ready) {
   impl_->not_ready = std::move(not_ready);
 }
 

@@ -35,8 +35,8 @@ class http_ingress {
   /// serving).
   void set_metrics_writer(std::function<void(std::string& out)> write);
   /// Why /ready must still answer 503 although workers are routable (a new replica warming
-  /// up); none = ready. Called on I/O threads; set before serving.
-  void set_readiness_gate(std::function<std::optional<std::string>()> not_ready);
+  /// up); none = ready. Called on I/O threads with the current table; set before serving.
+  void set_readiness_gate(std::function<std::optional<std::string>(const routing_table&)> not_ready);
   /// A JSON object `/v1/router/sets` shows under "replication" (replica sync); set before serving.
   void set_replication_status(std::function<std::string()> status);
 

@@ -114,7 +114,7 @@ struct http_ingress::impl {
   std::uint64_t instance_tag = 0;
   std::function<void(std::string, std::string)> inject_fault;  ///< set before serving
   std::function<void(std::string&)> write_more_metrics;       ///< set before serving
-  std::function<std::optional<std::string>()> not_ready;      ///< set before serving (may be empty)
+  std::function<std::optional<std::string>(const routing_table&)> not_ready;  ///< set before serving (may be empty)
   std::function<std::string()> replication_status;            ///< set before serving (may be empty)
   std::uint16_t bound_port = 0;
   /// Set once by drain(): /ready answers 503, answers carry `Connection: close`.

@@ -282,10 +282,10 @@ class session final : public std::enable_shared_from_this<session>, public timed
   void handle_ready(std::string_view target) {
     if (server_.draining.load(std::memory_order_relaxed))
       return send(http::status::service_unavailable, R"({"status":"draining"})", "application/json");
-    if (server_.not_ready)
-      if (const auto why = server_.not_ready())
-        return send(http::status::service_unavailable, nlohmann::json{{"status", *why}}.dump(), "application/json");
     auto table = server_.current_table();
+    if (server_.not_ready)
+      if (const auto why = server_.not_ready(*table))
+        return send(http::status::service_unavailable, nlohmann::json{{"status", *why}}.dump(), "application/json");
     const auto model = query_parameter(target, "model");
     if (model && table->find(*model) == nullptr)
       return send(http::status::not_found, nlohmann::json{{"status", "unknown model"}, {"model", *model}}.dump(),

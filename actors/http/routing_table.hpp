@@ -57,6 +57,8 @@ struct worker_set_route {
   /// The engine-metrics scraper's counters (zero where scrapes are off).
   std::shared_ptr<engine_scrape_counters> scrapes = std::make_shared<engine_scrape_counters>();
   std::shared_ptr<scorer_snapshot_cell> snapshot;
+  /// True once the KV subscriber's warm-start replays ended (always, for sets without one).
+  std::shared_ptr<std::atomic<bool>> kv_warm = std::make_shared<std::atomic<bool>>(true);
   std::vector<component_status> components;  ///< the set's supervised components
   std::uint64_t restarts = 0;                ///< restarts of the whole set (its scorer or a hasher died)
   /// Routing decisions in flight (ingress bounds it; beyond, 503 at once).

@@ -171,6 +171,8 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
       kv_subscriber_settings kv_settings;
       kv_settings.publishers = publishers;
       kv_settings.bind_endpoint = serve.kv_bind;
+      set.kv_warm = std::make_shared<std::atomic<bool>>(false);
+      kv_settings.warm_replays_done = set.kv_warm;
       add("kv_subscriber", [kv_settings, scorer = set.scorer, &out] {
         auto subscriber = std::make_shared<kv_subscriber>(
             kv_settings, [scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); });

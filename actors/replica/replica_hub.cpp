@@ -130,8 +130,7 @@ void replica_hub::on_state(bool up) {
 bool replica_hub::connected() const { return link_->connected(); }
 
 std::optional<std::string> replica_hub::warming_up() const {
-  const auto now = std::chrono::steady_clock::now();
-  if (now - started_ >= settings_.warmup) return std::nullopt;
+  if (warm_up_over()) return std::nullopt;
   const std::int64_t first = first_connected_ns_.load();
   if (first == 0) return "waiting for NATS";
   // One snapshot round after connecting, every live peer has published its bookings once.

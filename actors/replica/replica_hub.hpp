@@ -67,6 +67,8 @@ class replica_hub {
   /// Why /ready should still say no (NATS not reached, peers' snapshots not heard yet), until
   /// the warm-up has passed; none once warm.
   [[nodiscard]] std::optional<std::string> warming_up() const;
+  /// The warm-up time since start has passed: /ready waits for nothing of the replicas'.
+  [[nodiscard]] bool warm_up_over() const { return std::chrono::steady_clock::now() - started_ >= settings_.warmup; }
   void write_metrics(std::string& out) const;
   /// `/v1/router/sets`'s "replication": the replica, NATS state, counters, sync lag quantiles.
   [[nodiscard]] nlohmann::json status() const;

@@ -51,6 +51,7 @@ struct kv_subscriber::impl {
     clock_type::time_point replay_deadline{};
     std::optional<clock_type::time_point> replay_last_batch;  ///< when this replay's latest batch came
     std::optional<clock_type::time_point> replay_due;  ///< a replay waits out its back-off until then
+    bool warm_replaying = false;  ///< its warm-start replay has not ended yet
     kv_publisher_stats stats;
 
     explicit publisher_state(kv_publisher p)
@@ -67,6 +68,7 @@ struct kv_subscriber::impl {
   mutable std::mutex stats_mutex;
   std::vector<kv_publisher_stats> published_stats;  // copied from the thread after each round
   clock_type::time_point next_stats_{};
+  std::size_t warm_replays_left = 0;
   std::vector<zmq::pollitem_t> items;                      // reused per step
   std::vector<std::pair<publisher_state*, bool>> owners;  // (publisher or null for bound sub, is replay)
 
@@ -99,8 +101,18 @@ struct kv_subscriber::impl {
     // Warm start: ask every engine with a replay endpoint for its buffer now, so idle engines'
     // caches are known without waiting for their next batch.
     for (auto& p : publishers)
-      if (p->tracker.start_warm_replay()) request_replay(*p);
+      if (p->tracker.start_warm_replay()) {
+        p->warm_replaying = true;
+        ++warm_replays_left;
+        request_replay(*p);
+      }
+    report_warm_replays();
     publish_stats();
+  }
+
+  /// Once no warm-start replay is left and what they brought is delivered.
+  void report_warm_replays() {
+    if (warm_replays_left == 0 && settings.warm_replays_done) settings.warm_replays_done->store(true);
   }
 
   ~impl() { publish_stats(); }
@@ -132,6 +144,7 @@ struct kv_subscriber::impl {
     }
     check_replay_deadlines();
     flush();
+    report_warm_replays();
     if (clock_type::now() >= next_stats_) {
       publish_stats();
       next_stats_ = clock_type::now() + std::chrono::milliseconds(20);
@@ -227,6 +240,10 @@ struct kv_subscriber::impl {
 
   void end_replay(publisher_state& p, bool completed) {
     p.replay.reset();
+    if (p.warm_replaying) {
+      p.warm_replaying = false;
+      --warm_replays_left;
+    }
     std::vector<kv_batch> held;
     const auto outcome = p.tracker.on_replay_end(completed, held);
     bool clear = outcome.clear_first;

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -49,6 +50,10 @@ struct kv_subscriber_settings {
   /// that came count; the next replay asks from where they stopped.
   std::chrono::milliseconds replay_quiet{500};
   std::size_t max_batches_per_delivery = 256;
+  /// Set once every publisher's warm-start replay has ended (answered, cut short or timed
+  /// out) and its batches went to the scorer; publishers without a replay endpoint count as
+  /// done. A new replica's /ready waits for it (docs/replicas.md). May be null.
+  std::shared_ptr<std::atomic<bool>> warm_replays_done;
 };
 
 /// Per-publisher counters, readable from any thread.

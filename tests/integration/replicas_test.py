@@ -14,7 +14,8 @@ loopback, with four kvrouter-mocker workers and three kvrouter replicas.
 6. Messages nobody should act on are counted and dropped: malformed, for an unknown set, and a
    replica's own id echoed back.
 7. A replica whose NATS is down answers /ready 503 until --replica-warmup-ms, then 200, and
-   serves meanwhile.
+   serves meanwhile; one whose KV-event replay does not answer waits for it, as long as the
+   warm-up lasts.
 
 Usage: replicas_test.py PATH/TO/kvrouter PATH/TO/kvrouter-mocker
 """
@@ -292,6 +293,27 @@ try:
     f.check(lone.request("POST", "/v1/completions", {"model": "m", "prompt": [1, 2], "max_tokens": 1})[0] == 200,
             "requests are served on local bookings meanwhile")
     f.check(wait_for(lambda: lone.request("GET", "/ready")[0] == 200, 4), "/ready turns 200 after the warm-up")
+    lone.stop()
+    routers = []
+    # A worker whose replay endpoint never answers (nobody listens there): the replay runs into
+    # its 5 s timeout, the warm-up (3 s) ends first.
+    silent = f"{mockers[0].url},id=w0,kv_events=tcp://127.0.0.1:{free_port()},replay=tcp://127.0.0.1:{free_port()}"
+    started = time.time()
+    waiting = Router(kvrouter, "m", [silent], "--nats", nats.url, "--replica-warmup-ms", "3000", "--health-interval-ms", "0")
+    routers = [waiting]
+    reasons = []
+    while time.time() - started < 5:
+        status, _, body = waiting.request("GET", "/ready")
+        reason = json.loads(body)["status"]
+        if not reasons or reasons[-1] != reason:
+            reasons.append(reason)
+        if status == 200:
+            break
+        time.sleep(0.05)
+    ready_after = time.time() - started
+    f.check("replaying the KV events of worker set m" in reasons and reasons[-1] == "ready" and 2.5 < ready_after < 4.5,
+            f"/ready waits for the KV-event replay, then for nothing once the warm-up is over: {reasons} "
+            f"(ready after {ready_after:.1f} s)")
 finally:
     for r in routers:
         try:
