@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds a libFuzzer target with clang-16 and runs it briefly (1 M runs or 45 s, whichever
+# Builds a libFuzzer target with clang-16 and runs it briefly (1 M runs or 40 s, whichever
 # first). Exits non-zero on any crash, sanitizer report, leak, or allocation over 256 MiB.
 #   kv_wire: the KV-event decoder and index apply, seeded with the KV-event test vectors;
 #   kv_stream: scripts of live and replayed batches through the sequence tracker, decoder and
@@ -153,6 +153,6 @@ else:
         (dst / f"seed-{name}-uri").write_bytes(b"data:image/x;base64," + base64.b64encode(data))
 PY
 
-"$binary" -runs=1000000 -max_total_time=45 -malloc_limit_mb=256 -rss_limit_mb=1024 \
+"$binary" -runs=1000000 -max_total_time=40 -malloc_limit_mb=256 -rss_limit_mb=1024 \
   -print_final_stats=1 -artifact_prefix="$work/" "$@" "$work/corpus-$target" 2>&1 | tail -20
 exit "${PIPESTATUS[0]}"
