@@ -81,39 +81,48 @@ void peer_publisher::share_snapshot(const std::string& name, const caf::actor_ad
     std::lock_guard lock(mutex_);
     set_state* set = find(name, scorer);
     if (set == nullptr) return;
-    set->snapshot = std::move(bookings);
+    set->snapshot = std::move(bookings);  // a newer one covers everything an older one did
+    set->snapshot_after = set->events.size();
   }
   wake_.notify_one();
 }
 
-void peer_publisher::take_due(std::vector<outgoing>& out, bool everything) {
+void peer_publisher::take_due(std::vector<outgoing>& out) {
   const auto now = clock_type::now();
   for (auto& [token, set] : sets_) {
-    const bool due = everything || set.snapshot || set.events.size() >= settings_.batch_events ||
+    const bool due = set.snapshot || set.events.size() >= settings_.batch_events ||
                      (!set.events.empty() && now - set.first_pending >= settings_.batch_delay);
     if (!due) continue;
     auto origin = [&] {
       return peer_origin{.replica = settings_.replica_id, .incarnation = set.incarnation, .sequence = ++set.sequence,
                          .sent_unix_ns = unix_ns()};
     };
-    for (std::size_t first = 0; first < set.events.size(); first += settings_.batch_events) {
-      const auto begin = set.events.begin() + static_cast<std::ptrdiff_t>(first);
-      const auto end = set.events.begin() + static_cast<std::ptrdiff_t>(std::min(set.events.size(), first + settings_.batch_events));
-      out.push_back({peer_subject(settings_.subject_prefix, set.name, peer_channel::bookings),
-                     peer_bookings_message{.origin = origin(), .events = {std::make_move_iterator(begin), std::make_move_iterator(end)}}});
+    // The steps shared before the snapshot, the snapshot, then the steps shared after it: a
+    // receiver applies them in this order, as they happened.
+    auto send_events = [&](std::size_t from, std::size_t to) {
+      for (std::size_t first = from; first < to; first += settings_.batch_events) {
+        const auto begin = set.events.begin() + static_cast<std::ptrdiff_t>(first);
+        const auto end = set.events.begin() + static_cast<std::ptrdiff_t>(std::min(to, first + settings_.batch_events));
+        out.push_back({peer_subject(settings_.subject_prefix, set.name, peer_channel::bookings),
+                       peer_bookings_message{.origin = origin(), .events = {std::make_move_iterator(begin), std::make_move_iterator(end)}}});
+      }
+    };
+    const std::size_t before_snapshot = set.snapshot ? std::min(set.snapshot_after, set.events.size()) : set.events.size();
+    send_events(0, before_snapshot);
+    if (set.snapshot) {
+      const std::vector<peer_snapshot_entry>& bookings = *set.snapshot;
+      const std::size_t per_part = std::max<std::size_t>(1, settings_.snapshot_part_bookings);
+      const auto parts = static_cast<std::uint32_t>(std::max<std::size_t>(1, (bookings.size() + per_part - 1) / per_part));
+      for (std::uint32_t part = 0; part < parts; ++part) {
+        const auto begin = bookings.begin() + static_cast<std::ptrdiff_t>(std::min(bookings.size(), part * per_part));
+        const auto end = bookings.begin() + static_cast<std::ptrdiff_t>(std::min(bookings.size(), (part + 1) * per_part));
+        out.push_back({peer_subject(settings_.subject_prefix, set.name, peer_channel::snapshot),
+                       peer_snapshot_message{.origin = origin(), .part = part, .parts = parts, .bookings = {begin, end}}});
+      }
+      set.snapshot.reset();
     }
+    send_events(before_snapshot, set.events.size());
     set.events.clear();
-    if (!set.snapshot) continue;
-    const std::vector<peer_snapshot_entry>& bookings = *set.snapshot;
-    const std::size_t per_part = std::max<std::size_t>(1, settings_.snapshot_part_bookings);
-    const auto parts = static_cast<std::uint32_t>(std::max<std::size_t>(1, (bookings.size() + per_part - 1) / per_part));
-    for (std::uint32_t part = 0; part < parts; ++part) {
-      const auto begin = bookings.begin() + static_cast<std::ptrdiff_t>(std::min(bookings.size(), part * per_part));
-      const auto end = bookings.begin() + static_cast<std::ptrdiff_t>(std::min(bookings.size(), (part + 1) * per_part));
-      out.push_back({peer_subject(settings_.subject_prefix, set.name, peer_channel::snapshot),
-                     peer_snapshot_message{.origin = origin(), .part = part, .parts = parts, .bookings = {begin, end}}});
-    }
-    set.snapshot.reset();
   }
 }
 
@@ -134,7 +143,7 @@ void peer_publisher::loop() {
       else wake_.wait(lock);
       if (stopping_) break;
     }
-    take_due(batch, false);
+    take_due(batch);
     if (batch.empty()) continue;
     lock.unlock();
     for (const outgoing& message : batch) {

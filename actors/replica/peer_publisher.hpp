@@ -68,6 +68,7 @@ class peer_publisher {
     std::uint64_t sequence = 0;
     std::vector<peer_event> events;
     std::optional<std::vector<peer_snapshot_entry>> snapshot;
+    std::size_t snapshot_after = 0;  ///< of `events`, the ones shared before the snapshot was taken
     std::chrono::steady_clock::time_point first_pending{};
   };
   /// A message ready to encode, numbered.
@@ -79,7 +80,7 @@ class peer_publisher {
   set_state* find(const std::string& name, const caf::actor_addr& scorer);  ///< under mutex_
   void loop();
   /// Moves what is due out of the sets, numbered (under mutex_).
-  void take_due(std::vector<outgoing>& out, bool everything);
+  void take_due(std::vector<outgoing>& out);
 
   peer_publisher_settings settings_;
   sink publish_;
