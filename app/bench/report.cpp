@@ -47,11 +47,11 @@ void print_table(const std::vector<policy_report>& reports) {
                              r.rps, r.hit_rate < 0 ? std::string("-") : fmt::format("{:.1f}%", 100 * r.hit_rate), r.ttft_ms.mean,
                              r.ttft_ms.p50, r.ttft_ms.p99, r.itl_ms.mean, r.itl_ms.p99,
                              r.router_cpu_us_per_req < 0 ? std::string("-") : fmt::format("{:.0f}", r.router_cpu_us_per_req));
-    if (const replication_report& rep = r.replication; rep.load_cv >= 0 || rep.replicas > 1) {
+    if (const replication_report& rep = r.replication; rep.replicas > 1) {
       auto shown = [](double v, std::string_view unit) { return v < 0 ? std::string("-") : fmt::format("{:.2f}{}", v, unit); };
-      std::cout << fmt::format("    {} router(s){}: load imbalance (CV) {}, replica disagreement {}, sync lag p50 {} p99 {}, "
+      std::cout << fmt::format("    {} routers, sync {}: load imbalance (CV) {}, replica disagreement {}, sync lag p50 {} p99 {}, "
                                "NATS {}\n",
-                               rep.replicas, rep.replicas > 1 ? (rep.sync ? ", sync on" : ", sync off") : "",
+                               rep.replicas, rep.sync ? "on" : "off",
                                shown(rep.load_cv, ""), rep.disagreement < 0 ? std::string("-") : fmt::format("{:.1f}% of the load", 100 * rep.disagreement), shown(rep.lag_p50_ms, " ms"),
                                shown(rep.lag_p99_ms, " ms"),
                                rep.nats_messages_per_s < 0 ? std::string("-") : fmt::format("{:.0f} msg/s", rep.nats_messages_per_s));
