@@ -158,6 +158,10 @@ try:
         f.check(kv_reaches_the_index(9000 + 1000 * n), f"{component}: the restarted set indexes KV events again")
     f.check(kill(router, "nothing") == 202 and set_view(router)["set_restarts"] == 2,
             "a fault naming no component changes nothing")
+except Exception:
+    # What kvrouter said before it went (an ASan report, a crash) is the clue: keep it.
+    print(f"kvrouter exit status: {router.proc.poll()}; its log's end:\n{router.log[-8000:]}")
+    raise
 finally:
     router.stop()
     worker.stop()
