@@ -82,7 +82,7 @@ std::expected<replica_settings, std::string> replica_settings_of(const serve_opt
     start = comma + 1;
   }
   for (const std::string& url : settings.servers)
-    if (!url.starts_with("nats://") && !url.starts_with("tls://"))
+    if (!url.starts_with("nats://"))
       return std::unexpected(fmt::format("--nats: \"{}\" is not a nats://host:port URL", url));
   settings.replica_id = flags.replica_id_given ? flags.replica_id : file.replica_id.value_or("");
   if (settings.replica_id.empty()) {

@@ -37,6 +37,12 @@ code, out = run("describe", "--config", "x.json")
 f.check(code == 2 and "kvrouter explain --config FILE" in out, f"describe refuses --config and points to explain ({code})")
 code, out = run("explain")
 f.check(code == 2 and "explain needs --config FILE" in out, f"explain without --config is an error ({code})")
+code, out = run("--model", "m", "--worker", "http://127.0.0.1:1", "--nats", "nats://127.0.0.1:1,tls://n:4222")
+f.check(code == 2 and '--nats: "tls://n:4222" is not a nats://host:port URL' in out,
+        f"--nats names a server URL it cannot use (exit {code}: {out.strip()[:120]})")
+code, out = run("--model", "m", "--worker", "http://127.0.0.1:1", "--nats", "nats://127.0.0.1:1", "--nats-subject-prefix", "a.*")
+f.check(code == 2 and "--nats-subject-prefix" in out and "'*'" in out,
+        f"a subject prefix with a wildcard is refused (exit {code}: {out.strip()[:120]})")
 
 # Start-up: what each set does, and what it cannot do.
 repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
