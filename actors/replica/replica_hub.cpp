@@ -148,6 +148,9 @@ void replica_hub::write_metrics(std::string& out) const {
   family("kvrouter_replica_nats_disconnects_total", "Times the NATS connection was lost (routing was local-only meanwhile).",
          "counter");
   out += fmt::format("kvrouter_replica_nats_disconnects_total {}\n", counters_.disconnects.load());
+  family("kvrouter_replica_nats_reconnects_total", "Times the NATS connection came back (every set then republished its bookings).",
+         "counter");
+  out += fmt::format("kvrouter_replica_nats_reconnects_total {}\n", counters_.reconnects.load());
   family("kvrouter_replica_messages_sent_total", "Peer messages published (booking batches and snapshot parts).", "counter");
   out += fmt::format("kvrouter_replica_messages_sent_total {}\n", publisher_->counters().sent.load());
   family("kvrouter_replica_messages_received_total", "Peer messages received and handed to their set.", "counter");
@@ -195,6 +198,7 @@ nlohmann::json replica_hub::status() const {
             {"not_connected", publisher_->counters().not_connected.load()},
             {"queue_full", publisher_->counters().queue_full.load()}}},
           {"disconnects", counters_.disconnects.load()},
+          {"reconnects", counters_.reconnects.load()},
           {"sync_lag_ms", {{"p50", quantile(lags, 0.5)}, {"p99", quantile(lags, 0.99)}, {"samples", lags.size()}}}};
 }
 

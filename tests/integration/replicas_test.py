@@ -218,7 +218,8 @@ try:
     for c in clients:
         c.join()
     f.check(not failures, f"no client request failed across the outage ({len(failures)} failed: {failures[:3]})")
-    f.check(all(metric(r, "kvrouter_replica_nats_disconnects_total") >= 1 for r in routers), "the outage is counted")
+    f.check(all(metric(r, "kvrouter_replica_nats_disconnects_total") >= 1 and metric(r, "kvrouter_replica_nats_reconnects_total") >= 1
+                for r in routers), "the outage and the return are counted")
     after = [LongRequest(routers[0], [3000, 1] * 8, 200) for _ in range(2)]
     for r in after:
         r.started.wait(20)
@@ -279,6 +280,12 @@ try:
             f"({[dropped(r) for r in before]})")
     f.check(routers[0].request("GET", "/health")[0] == 200 and live(routers[0])["replication"]["connected"],
             "and the replica carries on")
+    promtool = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".cache", "tools", "promtool")
+    exposition = routers[0].request("GET", "/metrics")[2]
+    checked = subprocess.run([promtool, "check", "metrics"], input=exposition, capture_output=True)
+    f.check(checked.returncode == 0 and b"kvrouter_replica_sync_lag_seconds_bucket" in exposition,
+            f"a replica's /metrics, replica families included, passes promtool check metrics "
+            f"({checked.stdout.decode()[:200]}{checked.stderr.decode()[:200]})")
     for r in routers:
         r.stop()
     routers = []
