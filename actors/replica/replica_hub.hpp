@@ -34,6 +34,8 @@ struct replica_settings {
   std::string subject_prefix = "kvrouter";
   /// /ready waits at most this long for NATS and the peers' first snapshots.
   std::chrono::milliseconds warmup{2000};
+  /// How often each replica publishes its bookings (its scorers' 1 s tick): what the warm-up
+  /// and the peer timeout (three of them) assume.
   std::chrono::milliseconds snapshot_interval{1000};
   std::chrono::microseconds batch_delay{1000};  ///< a set's booking steps go at most this late
   std::size_t batch_events = 256;               ///< or as soon as this many are waiting
