@@ -14,7 +14,7 @@ active_sequences remote_bookings::fresh_bookings() const {
 }
 
 std::optional<worker_id> remote_bookings::worker_of(std::string_view name) const {
-  const auto it = worker_ids_.find(std::string(name));
+  const auto it = worker_ids_.find(name);
   if (it == worker_ids_.end()) return std::nullopt;
   return it->second;
 }
@@ -100,22 +100,13 @@ void remote_bookings::add_loads(std::vector<worker_load>& loads) const {
   if (loads.size() < worker_names_.size()) loads.resize(worker_names_.size());
   for (const auto& [name, p] : peers_) {
     const auto peer_loads = p.bookings.loads();
-    for (std::size_t w = 0; w < peer_loads.size() && w < loads.size(); ++w) {
-      loads[w].prefill_tokens += peer_loads[w].prefill_tokens;
-      loads[w].decode_blocks += peer_loads[w].decode_blocks;
-      loads[w].requests += peer_loads[w].requests;
-    }
+    for (std::size_t w = 0; w < peer_loads.size() && w < loads.size(); ++w) loads[w] += peer_loads[w];
   }
 }
 
 worker_load remote_bookings::load(worker_id worker) const {
   worker_load total;
-  for (const auto& [name, p] : peers_) {
-    const worker_load l = p.bookings.load(worker);
-    total.prefill_tokens += l.prefill_tokens;
-    total.decode_blocks += l.decode_blocks;
-    total.requests += l.requests;
-  }
+  for (const auto& [name, p] : peers_) total += p.bookings.load(worker);
   return total;
 }
 

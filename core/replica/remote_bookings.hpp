@@ -7,6 +7,7 @@
 /// workers they share and count what they cannot place. Time is passed in.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -99,7 +100,12 @@ class remote_bookings {
   [[nodiscard]] active_sequences fresh_bookings() const;
 
   std::vector<std::string> worker_names_;
-  std::unordered_map<std::string, worker_id> worker_ids_;
+  /// Looked up by the names in peer messages without copying them.
+  struct name_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
+  };
+  std::unordered_map<std::string, worker_id, name_hash, std::equal_to<>> worker_ids_;
   remote_bookings_settings settings_;
   std::unordered_map<std::string, peer> peers_;
   remote_bookings_counters counters_;

@@ -26,6 +26,13 @@ struct worker_load {
   std::uint64_t decode_blocks = 0;   ///< KV blocks held by in-flight requests (shared ones once)
   std::uint32_t requests = 0;        ///< in-flight requests
 
+  /// Adds another booker's load on the same worker (another replica's).
+  worker_load& operator+=(const worker_load& other) {
+    prefill_tokens += other.prefill_tokens;
+    decode_blocks += other.decode_blocks;
+    requests += other.requests;
+    return *this;
+  }
   friend bool operator==(const worker_load&, const worker_load&) = default;
 };
 

@@ -47,11 +47,7 @@ bool worker_set_router::busy(std::uint32_t worker, time_point now) const {
 
 worker_load worker_set_router::booked_load(std::uint32_t worker) const {
   worker_load total = active_->load(worker);
-  if (!remote_ || remote_->empty()) return total;
-  const worker_load remote = remote_->load(worker);
-  total.prefill_tokens += remote.prefill_tokens;
-  total.decode_blocks += remote.decode_blocks;
-  total.requests += remote.requests;
+  if (remote_ && !remote_->empty()) total += remote_->load(worker);
   return total;
 }
 
