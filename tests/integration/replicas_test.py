@@ -168,7 +168,10 @@ try:
     status, _, body = routers[0].request("POST", "/v1/completions", {"model": "m", "prompt": [1, 2, 3], "max_tokens": 1},
                                          {"x-kvrouter-dry-run": "1"})
     candidates = json.loads(body)["candidates"] if status == 200 else []
-    f.check(status == 200 and all(c["active_decode_blocks"] >= c["remote_decode_blocks"] > 0 for c in candidates),
+    # 12 prompts of 2 blocks: 24 blocks booked in all, 16 of them by r1 and r2 (r0 routed 4).
+    f.check(status == 200 and all(c["active_decode_blocks"] >= c["remote_decode_blocks"] for c in candidates)
+            and sum(c["active_decode_blocks"] for c in candidates) == 24
+            and sum(c["remote_decode_blocks"] for c in candidates) == 16,
             f"a dry run shows each worker's total decode blocks with the remote part beside them: {candidates}")
 
     for r in requests:
