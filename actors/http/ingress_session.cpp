@@ -97,6 +97,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
     if (!first_bytes_) first_bytes_ = clock_type::now();
     router_.first_token();
   }
+  void on_answer_received() override { router_.finished(); }
 
   void on_early_end(proxy_stream::early_end why, std::string detail) override {
     switch (why) {

@@ -213,6 +213,7 @@ void proxy_stream::write_client(std::size_t bytes) {
     prefill_reported_ = true;
     owner_.on_first_bytes();
   }
+  if (last) owner_.on_answer_received();
   std::array<asio::const_buffer, 5> out;
   std::size_t n = 0;
   const bool head = phase_ == phase::awaiting_answer;

@@ -48,6 +48,9 @@ class proxy_stream {
     virtual void expire_after(std::chrono::seconds timeout) = 0;
     /// The worker's first bytes of a longer answer arrived: its prefill is done.
     virtual void on_first_bytes() = 0;
+    /// The worker's whole answer is in: its work is done. Told before the answer's last bytes
+    /// go to the client, so the client's next request already finds the worker free.
+    virtual void on_answer_received() = 0;
     virtual void on_early_end(early_end why, std::string detail) = 0;
     /// `status`: the worker's status code.
     virtual void on_late_end(late_end why, unsigned status) = 0;

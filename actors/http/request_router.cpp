@@ -122,6 +122,7 @@ route_verdict request_router::on_decision(const route_decision& decision) {
 route_verdict request_router::proxy_to(std::uint32_t worker) {
   worker_ = worker;
   ++attempts_;
+  finished_ = false;
   return {route_verdict::kind::proxy, worker, 0, {}};
 }
 

@@ -79,8 +79,13 @@ class request_router {
   void blame_worker();
   /// The worker's first bytes arrived: its prefill is done.
   void first_token() { tell_scorer(lifecycle_event::kind::first_token); }
-  /// The request ended, however it ended: its booking is released.
-  void finished() { tell_scorer(lifecycle_event::kind::finished); }
+  /// The request ended, however it ended: its booking is released (once; later calls for the
+  /// same attempt are no-ops).
+  void finished() {
+    if (finished_) return;
+    finished_ = true;
+    tell_scorer(lifecycle_event::kind::finished);
+  }
   /// The client left while its request was being routed: if it waits in the set's queue, it
   /// is taken out (nothing was booked for it).
   void withdraw();
@@ -118,7 +123,8 @@ class request_router {
   std::uint64_t request_id_ = 0;
   sink_factory make_sink_;
   request_options options_;
-  bool routed_locally_ = false;  ///< picked by this thread (round-robin, random), not the scorer
+  bool routed_locally_ = false;
+  bool finished_ = false;  ///< the current attempt's booking was released  ///< picked by this thread (round-robin, random), not the scorer
   std::vector<std::uint32_t> excluded_;
   std::uint32_t attempts_ = 0;
   std::uint32_t worker_ = 0;

@@ -12,7 +12,9 @@ Two sets of kvrouter-mockers (models "ma" and "mb", two workers each):
 3. Pass-through requests are load-aware: a worker already busy with a slow stream gets none
    of the next ones; they are booked and counted like chats.
 4. SGLang's /generate routes on its prompt: after one request, the same token ids go to the
-   worker that cached them (the dry-run decision shows the overlap).
+   worker that cached them (the dry-run decision shows the overlap). A request's booking is
+   released before its client has the answer's last byte (its next request finds the worker
+   free).
 5. `x-kvrouter-worker: NAME` pins a request to a worker (an unknown name is 400, and the header
    is not forwarded); GET /v1/models/{id}.
 6. Retries before the first byte apply: a dead worker's share goes to the other.
@@ -166,6 +168,21 @@ try:
             f"/generate's token ids route to the worker that took them before (batched: the first) ({first}: {decision})")
     status, _, body = send_json(router, "POST", "/generate", {"model": "mb", "text": "hello"}, {"x-kvrouter-dry-run": "1"})
     f.check(status == 200 and json.loads(body)["prompt_tokens"] > 0, "a /generate text prompt is read too")
+
+    # A request's booking is released before its client has the last byte of the answer: a
+    # dry run sent right after the answer finds every worker idle (streamed or not, chat or
+    # pass-through).
+    leftovers = []
+    for i in range(30):
+        if i % 3 == 2:
+            send_json(router, "POST", "/v1/rerank", {"model": "mb", "query": f"q{i}", "documents": ["a"]})
+        else:
+            send_json(router, "POST", "/v1/chat/completions", {"model": "mb", "max_tokens": 8, "stream": i % 3 == 0,
+                                                               "messages": [{"role": "user", "content": f"turn {i}"}]})
+        _, _, body = send_json(router, "POST", "/v1/chat/completions",
+                               {"model": "mb", "messages": [{"role": "user", "content": "probe"}]}, {"x-kvrouter-dry-run": "1"})
+        leftovers += [(i, c) for c in json.loads(body)["candidates"] if c["active_prefill_tokens"] or c["active_decode_blocks"]]
+    f.check(not leftovers, f"a finished request's booking is gone before its client has the answer ({leftovers[:3]})")
 
     # 6. A dead worker: its requests are retried on the other before any byte went out.
     mockers["mb-1"].stop()
