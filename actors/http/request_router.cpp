@@ -35,6 +35,8 @@ api_error routing_error(const route_decision& decision) {
       return {api_errc::queue_full, "every worker is busy and this model's queue is full; retry shortly", {}};
     case route_failure::queue_timeout:
       return {api_errc::queue_timeout, "every worker stayed busy for as long as this router lets a request wait", {}};
+    case route_failure::no_decode_worker:
+      return {api_errc::no_worker_available, "no decode worker is available for this model (its prefill workers are)", {}};
     case route_failure::every_worker_busy:  // the scorer queues these; never an answer
     case route_failure::no_healthy_worker:
     case route_failure::none: break;

@@ -1,5 +1,6 @@
 #include "core/config/router_file.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -47,14 +48,14 @@ std::expected<std::uint32_t, config_error> get_count(const json& object, std::st
 
 std::expected<worker_spec, config_error> parse_worker(const json& object, std::string_view where) {
   if (!object.is_object()) return fail(fmt::format("{}: each worker must be an object", where));
-  if (auto keys = only_keys(object, {"id", "url", "kv_events", "replay", "topic", "dp_size"}, where); !keys)
+  if (auto keys = only_keys(object, {"id", "url", "kv_events", "replay", "topic", "dp_size", "role", "bootstrap_port"}, where); !keys)
     return std::unexpected(keys.error());
   auto url = get<std::string>(object, "url", where, "");
   if (!url) return std::unexpected(url.error());
   if (url->empty()) return fail(fmt::format("{}: \"url\" is required", where));
   // The same checks as a command-line worker: build its spec text and parse it.
   std::string spec = *url;
-  for (const char* key : {"kv_events", "replay", "topic", "id"}) {
+  for (const char* key : {"kv_events", "replay", "topic", "id", "role"}) {
     auto value = get<std::string>(object, key, where, "");
     if (!value) return std::unexpected(value.error());
     if (value->empty()) continue;
@@ -64,6 +65,11 @@ std::expected<worker_spec, config_error> parse_worker(const json& object, std::s
   auto dp = get_count(object, "dp_size", where, 1);
   if (!dp) return std::unexpected(dp.error());
   spec += fmt::format(",dp_size={}", *dp);
+  if (object.contains("bootstrap_port")) {
+    auto port = get_count(object, "bootstrap_port", where, default_bootstrap_port);
+    if (!port) return std::unexpected(port.error());
+    spec += fmt::format(",bootstrap={}", *port);
+  }
   auto parsed = parse_worker_spec(spec);
   if (!parsed) return fail(fmt::format("{}: {}", where, parsed.error().message));
   return *parsed;
@@ -114,7 +120,8 @@ std::expected<worker_set_card, config_error> parse_card(const json& object, std:
   card.name = *name;
   where = fmt::format("worker set \"{}\"", card.name);
   if (auto keys = only_keys(object, {"name", "model", "block_size", "tokenizer", "tokenizer_config",
-                                     "chat_template_fallback", "multimodal", "workers", "router_config"},
+                                     "chat_template_fallback", "multimodal", "workers", "router_config",
+                                     "disaggregation"},
                             where);
       !keys)
     return std::unexpected(keys.error());
@@ -161,10 +168,34 @@ std::expected<worker_set_card, config_error> parse_card(const json& object, std:
     if (!override_config) return fail(fmt::format("{}: router_config: {}", where, override_config.error().message));
     card.router_config_override = *override_config;
   }
+  if (auto it = object.find("disaggregation"); it != object.end() && !it->is_null()) {
+    auto disaggregation = parse_disaggregation(*it, where);
+    if (!disaggregation) return std::unexpected(disaggregation.error());
+    card.disaggregation = *disaggregation;
+  }
+  if (auto roles = validate_roles(card.workers, card.disaggregation, where); !roles) return std::unexpected(roles.error());
   return card;
 }
 
 }  // namespace
+
+std::expected<void, config_error> validate_roles(const std::vector<worker_spec>& workers,
+                                                 const std::optional<disaggregation_card>& disaggregation,
+                                                 std::string_view where) {
+  const bool any_prefill = std::ranges::any_of(workers, [](const worker_spec& w) { return prefills(w.role); });
+  const bool any_decode = std::ranges::any_of(workers, [](const worker_spec& w) { return decodes(w.role); });
+  if (!disaggregation) {
+    for (const worker_spec& w : workers)
+      if (w.role != worker_role::both)
+        return fail(fmt::format("{}: worker \"{}\" has role {}, but the set is not disaggregated (give it "
+                                "\"disaggregation\": {{\"protocol\": \"vllm-nixl\" | \"sglang\"}})",
+                                where, w.id.empty() ? w.url : w.id, to_string(w.role)));
+    return {};
+  }
+  if (!any_prefill) return fail(fmt::format("{}: a disaggregated set needs a worker with role prefill (or both)", where));
+  if (!any_decode) return fail(fmt::format("{}: a disaggregated set needs a worker with role decode (or both)", where));
+  return {};
+}
 
 std::expected<router_file, config_error> parse_router_file(std::string_view text) {
   if (auto shape = scan_json_shape(text); !shape && shape.error() == json_shape_error::too_deep)
@@ -262,6 +293,21 @@ nlohmann::json explain(const router_file& file) {
                     {"uses_prefix_overlap", uses_prefix_overlap(config)},
                     {"kv_events_subscribed", should_subscribe_to_kv_events(config)},
                     {"mm_routing_enabled", uses_prefix_overlap(config)}});
+    if (card.disaggregation) {
+      json pools = {{"prefill", json::array()}, {"decode", json::array()}};
+      for (std::size_t w = 0; w < card.workers.size(); ++w) {
+        const worker_spec& worker = card.workers[w];
+        if (prefills(worker.role)) pools["prefill"].push_back(worker_name(worker, w));
+        if (decodes(worker.role)) pools["decode"].push_back(worker_name(worker, w));
+      }
+      json rules = to_json(*card.disaggregation);
+      rules["prefill_choice"] = "the set's cost function over the prefill pool (its workers' cached prefixes)";
+      rules["decode_choice"] = card.disaggregation->decode_overlap_credit > 0
+                                   ? "booked load over the decode pool, its cached prefix credited"
+                                   : "booked load over the decode pool";
+      rules["pools"] = std::move(pools);
+      sets.back()["disaggregation"] = std::move(rules);
+    }
   }
   return {{"sets", std::move(sets)}};
 }

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/config/disaggregation.hpp"
 #include "core/config/router_config.hpp"
 #include "core/config/worker_spec.hpp"
 
@@ -43,6 +44,8 @@ struct worker_set_card {
   std::optional<multimodal_card> multimodal;
   std::vector<worker_spec> workers;
   std::optional<router_config> router_config_override;  ///< the card's "router_config", whole
+  /// Prefill/decode disaggregation: the workers' roles form the two pools. None: aggregated.
+  std::optional<disaggregation_card> disaggregation;
 
   friend bool operator==(const worker_set_card&, const worker_set_card&) = default;
 };
@@ -63,6 +66,12 @@ struct router_file {
   std::vector<worker_set_card> sets;
   replica_file_options replicas;
 };
+
+/// A disaggregated set needs a worker for each role, and roles other than `both` need a
+/// disaggregated set. Errors name the set (`where`).
+[[nodiscard]] std::expected<void, config_error> validate_roles(const std::vector<worker_spec>& workers,
+                                                               const std::optional<disaggregation_card>& disaggregation,
+                                                               std::string_view where);
 
 /// Parses and validates a config file's text. Errors name the set and key.
 [[nodiscard]] std::expected<router_file, config_error> parse_router_file(std::string_view text);

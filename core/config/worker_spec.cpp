@@ -8,6 +8,21 @@
 
 namespace kvr {
 
+std::string_view to_string(worker_role role) {
+  switch (role) {
+    case worker_role::both: return "both";
+    case worker_role::prefill: return "prefill";
+    case worker_role::decode: return "decode";
+  }
+  return "both";
+}
+
+std::optional<worker_role> parse_worker_role(std::string_view text) {
+  for (worker_role role : {worker_role::both, worker_role::prefill, worker_role::decode})
+    if (text == to_string(role)) return role;
+  return std::nullopt;
+}
+
 std::string worker_name(const worker_spec& spec, std::size_t index) {
   return spec.id.empty() ? fmt::format("w{}", index) : spec.id;
 }
@@ -85,8 +100,18 @@ std::expected<worker_spec, config_error> parse_worker_spec(std::string_view text
       spec.id = std::string(value);
     } else if (key == "topic") {
       spec.topic = std::string(value);
+    } else if (key == "role") {
+      const auto role = parse_worker_role(value);
+      if (!role) return fail(fmt::format("role must be prefill, decode or both (got \"{}\")", value));
+      spec.role = *role;
+    } else if (key == "bootstrap") {
+      std::uint32_t n = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc{} || end != value.data() + value.size() || n == 0 || n > 65535)
+        return fail("bootstrap must be a port from 1 to 65535");
+      spec.bootstrap_port = static_cast<std::uint16_t>(n);
     } else {
-      return fail(fmt::format("unknown key \"{}\" (expected kv_events, replay, dp_size, id or topic)", key));
+      return fail(fmt::format("unknown key \"{}\" (expected kv_events, replay, dp_size, id, topic, role or bootstrap)", key));
     }
   }
   // A tcp endpoint's port, and the ports its data-parallel ranks add to it, must exist.

@@ -2,15 +2,19 @@
 /// The command-line description of one worker:
 ///
 ///     URL[,kv_events=ENDPOINT][,replay=ENDPOINT][,dp_size=N][,id=NAME][,topic=TOPIC]
+///        [,role=prefill|decode|both][,bootstrap=PORT]
 ///
 /// The URL is `http://` or `https://` (verified against the system's CAs and
 /// `--worker-ca-file`), e.g. `http://10.0.0.5:8000,kv_events=tcp://10.0.0.5:5557,replay=tcp://10.0.0.5:5600,dp_size=2`.
+/// `role` places the worker in a disaggregated set's prefill or decode pool (docs/disaggregation.md);
+/// `bootstrap` is an SGLang prefill worker's bootstrap port.
 /// With `dp_size=N`, rank r publishes on the KV and replay ports + r (docs/kv-events.md).
 /// The keys are the config file's worker keys, one spelling for one thing; the older `kv=` and
 /// `dp=` are still read, and reported so the caller can warn.
 
 #include <cstdint>
 #include <expected>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +23,18 @@
 
 namespace kvr {
 
+/// What a worker does in a disaggregated set: prefill prompts, decode them, or both (the
+/// default; in an aggregated set every worker does both).
+enum class worker_role : std::uint8_t { both, prefill, decode };
+
+[[nodiscard]] std::string_view to_string(worker_role role);
+[[nodiscard]] std::optional<worker_role> parse_worker_role(std::string_view text);
+[[nodiscard]] inline bool prefills(worker_role role) { return role != worker_role::decode; }
+[[nodiscard]] inline bool decodes(worker_role role) { return role != worker_role::prefill; }
+
+/// SGLang's default bootstrap port of a prefill server (`--disaggregation-bootstrap-port`).
+inline constexpr std::uint16_t default_bootstrap_port = 8998;
+
 struct worker_spec {
   std::string id;               ///< empty = the caller names it (w0, w1, ...)
   std::string url;              ///< the worker's OpenAI HTTP base URL
@@ -26,6 +42,8 @@ struct worker_spec {
   std::string replay;           ///< ZMQ endpoint of its replay socket; empty = none
   std::string topic;            ///< KV-event topic prefix (default: all topics)
   std::uint32_t dp_size = 1;    ///< data-parallel ranks
+  worker_role role = worker_role::both;
+  std::uint16_t bootstrap_port = default_bootstrap_port;  ///< SGLang prefill workers only
 
   friend bool operator==(const worker_spec&, const worker_spec&) = default;
 };

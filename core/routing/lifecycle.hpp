@@ -4,6 +4,7 @@
 /// and `worker_set_router`; core never sees a message.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -25,6 +26,10 @@ struct lifecycle_event {
   std::uint32_t prompt_tokens = 0;
 };
 
+/// A disaggregated request books two legs: the decode leg under the request's id, the prefill
+/// leg under this one (request ids stay below 2^63).
+[[nodiscard]] constexpr std::uint64_t prefill_leg_id(std::uint64_t request_id) { return request_id | (std::uint64_t{1} << 63); }
+
 /// What routing needs to know about one request to place it.
 struct route_query {
   std::uint64_t request_id = 0;
@@ -34,6 +39,9 @@ struct route_query {
   bool dry_run = false;                            ///< decide, but book nothing
   /// The conversation it belongs to (a hash of its session header or `user`); 0 = none.
   std::uint64_t session = 0;
+  /// In a disaggregated set: choose a prefill worker and a decode worker. False there: the
+  /// request runs aggregated on a decode-pool worker. Ignored by aggregated sets.
+  bool disaggregate = false;
 };
 
 /// Why no worker was chosen.
@@ -44,6 +52,7 @@ enum class route_failure : std::uint8_t {
   set_retired,          ///< the worker set was reconfigured before the request was routed
   prompt_too_long,      ///< the prompt (images expanded) exceeds the router's limit; `prompt_tokens` says how long
   every_worker_busy,    ///< every routable worker is busy and the set queues: the request waits
+  no_decode_worker,     ///< a prefill worker was found, but no decode worker is routable
   queue_full,           ///< it would have waited, but the set's queue is full
   queue_timeout,        ///< it waited in the queue for longer than the set's queue timeout
 };
@@ -64,8 +73,15 @@ struct candidate_view {
 /// Where a request goes, and what routing knew when it chose.
 struct route_decision {
   route_failure failure = route_failure::no_healthy_worker;
-  std::uint32_t worker = 0;          ///< index into the set's workers
+  std::uint32_t worker = 0;          ///< index into the set's workers (a disaggregated request's decode worker)
   std::uint32_t overlap_blocks = 0;  ///< cached blocks of the prompt on that worker
+  /// A disaggregated request's prefill worker, and the prompt's blocks it caches. None: the
+  /// request runs whole on `worker` (an aggregated set, or the conditional rule kept it local).
+  std::optional<std::uint32_t> prefill_worker;
+  std::uint32_t prefill_overlap_blocks = 0;
+  /// A disaggregated set kept the request on its decode worker because the prompt's uncached
+  /// part there is short (`max_local_prefill_tokens`).
+  bool local_prefill = false;
   double cost = 0.0;
   std::uint32_t prompt_blocks = 0;
   std::uint32_t prompt_tokens = 0;   ///< exact when tokenized, else the request's estimate

@@ -24,6 +24,8 @@ worker_set_router::worker_set_router(worker_set_router_settings settings) : sett
                                                                      .peer_timeout = settings_.peer_timeout,
                                                                      .max_request_age = settings_.max_request_age});
   rng_.seed(settings_.seed);
+  decode_config_ = config;
+  if (settings_.disaggregation) decode_config_.overlap_score_credit = settings_.disaggregation->decode_overlap_credit;
   workers_.assign(workers(), {});
   events_.resize(settings_.publisher_worker.size());
   last_batch_.resize(settings_.publisher_worker.size());
@@ -122,13 +124,29 @@ void worker_set_router::keep_session_worker(const route_query& query, time_point
   chosen.worker = *bound;
 }
 
+void worker_set_router::mark_routable(pool from, time_point now) {
+  healthy_.resize(workers());
+  for (std::uint32_t w = 0; w < workers(); ++w) {
+    const worker_role role = w < settings_.worker_roles.size() ? settings_.worker_roles[w] : worker_role::both;
+    const bool in_pool = from == pool::any || (from == pool::prefill ? prefills(role) : decodes(role));
+    healthy_[w] = in_pool && healthy(w, now) ? 1 : 0;
+  }
+}
+
+std::optional<selection> worker_set_router::pick(const route_query& query, const router_config& config,
+                                                 std::span<const worker_load> loads) {
+  collect_candidates(worker_overlaps_, loads, healthy_, query.excluded_workers, candidates_, active_overlaps_);
+  return select_worker(candidates_, config, {query.prompt_tokens, round_robin_ticket_}, rng_);
+}
+
 route_decision worker_set_router::decide(const route_query& query, time_point now) {
   const router_config& config = settings_.config;
   route_decision decision;
   decision.prompt_tokens = query.prompt_tokens;
   decision.prompt_blocks = (query.prompt_tokens + config.block_size - 1) / config.block_size;
-  healthy_.resize(workers());
-  for (std::uint32_t w = 0; w < workers(); ++w) healthy_[w] = healthy(w, now) ? 1 : 0;
+  // The pick that may wait in the queue: the request's only worker, or its prefill worker.
+  const bool pair = settings_.disaggregation && query.disaggregate;
+  mark_routable(!settings_.disaggregation ? pool::any : pair ? pool::prefill : pool::decode, now);
   if (keep_free_workers_only(query, now) && !query.dry_run) {
     decision.failure = route_failure::every_worker_busy;
     return decision;
@@ -140,46 +158,87 @@ route_decision worker_set_router::decide(const route_query& query, time_point no
     remote_->add_loads(total_loads_);
     loads = total_loads_;
   }
-  collect_candidates(worker_overlaps_, loads, healthy_, query.excluded_workers, candidates_, active_overlaps_);
-  auto chosen = select_worker(candidates_, config, {query.prompt_tokens, round_robin_ticket_}, rng_);
+  auto chosen = pick(query, config, loads);
   if (chosen && query.session != 0 && config.session_affinity_ttl_secs > 0) keep_session_worker(query, now, *chosen);
   if (!chosen) {
     ++unroutable_;
     decision.failure = query.excluded_workers.empty() ? route_failure::no_healthy_worker : route_failure::every_worker_failed;
     return decision;
   }
-  ++round_robin_ticket_;
   decision.failure = route_failure::none;
   decision.worker = chosen->worker;
   decision.cost = chosen->cost;
   decision.overlap_blocks = worker_overlaps_[chosen->worker];
-  if (query.dry_run) {
-    ++dry_runs_;
-    for (std::uint32_t w = 0; w < workers(); ++w) {
-      const worker_load load = booked_load(w);
-      const worker_load remote = remote_ ? remote_->load(w) : worker_load{};
-      decision.candidates.push_back({.worker = w,
-                                     .overlap_blocks = worker_overlaps_[w],
-                                     .active_prefill_tokens = load.prefill_tokens,
-                                     .active_decode_blocks = load.decode_blocks,
-                                     .remote_prefill_tokens = remote.prefill_tokens,
-                                     .remote_decode_blocks = remote.decode_blocks,
-                                     .healthy = healthy(w, now),
-                                     .busy = busy_[w] != 0});
+  if (pair) {
+    mark_routable(pool::decode, now);
+    const auto decode = pick(query, decode_config_, loads);
+    if (!decode) {
+      ++unroutable_;
+      decision.failure = route_failure::no_decode_worker;
+      return decision;
     }
+    const std::uint32_t decode_cached = worker_overlaps_[decode->worker];
+    const std::uint64_t uncached_on_decode =
+        query.prompt_tokens - std::min<std::uint64_t>(query.prompt_tokens, std::uint64_t{decode_cached} * config.block_size);
+    decision.local_prefill = settings_.disaggregation->max_local_prefill_tokens > 0 &&
+                             uncached_on_decode < settings_.disaggregation->max_local_prefill_tokens;
+    if (!decision.local_prefill) {
+      decision.prefill_worker = chosen->worker;
+      decision.prefill_overlap_blocks = decision.overlap_blocks;
+    }
+    decision.worker = decode->worker;
+    decision.overlap_blocks = decode_cached;
+  }
+  ++round_robin_ticket_;
+  if (query.dry_run) {
+    fill_dry_run(decision, now);
     return decision;
   }
-  book({query.request_id, chosen->worker, query.prompt_tokens, decision.overlap_blocks}, now, query.sequence_hashes);
+  commit(query, decision, now);
+  return decision;
+}
+
+void worker_set_router::fill_dry_run(route_decision& decision, time_point now) {
+  ++dry_runs_;
+  for (std::uint32_t w = 0; w < workers(); ++w) {
+    const worker_load load = booked_load(w);
+    const worker_load remote = remote_ ? remote_->load(w) : worker_load{};
+    decision.candidates.push_back({.worker = w,
+                                   .overlap_blocks = worker_overlaps_[w],
+                                   .active_prefill_tokens = load.prefill_tokens,
+                                   .active_decode_blocks = load.decode_blocks,
+                                   .remote_prefill_tokens = remote.prefill_tokens,
+                                   .remote_decode_blocks = remote.decode_blocks,
+                                   .healthy = healthy(w, now),
+                                   .busy = w < busy_.size() && busy_[w] != 0});
+  }
+}
+
+void worker_set_router::commit(const route_query& query, route_decision& decision, time_point now) {
+  const router_config& config = settings_.config;
+  // The worker whose cache the prompt lands in first: the prefill worker, else the only one.
+  const std::uint32_t computes = decision.prefill_worker.value_or(decision.worker);
+  if (decision.prefill_worker) {
+    book({prefill_leg_id(query.request_id), *decision.prefill_worker, query.prompt_tokens, decision.prefill_overlap_blocks},
+         now, query.sequence_hashes);
+    book({query.request_id, decision.worker, query.prompt_tokens, decision.overlap_blocks}, now, query.sequence_hashes);
+    // The decode worker pulls the prompt's KV: no prefill work, only its blocks.
+    if (active_->first_token(query.request_id)) share({.what = peer_event::kind::first_token, .request_id = query.request_id});
+  } else {
+    book({query.request_id, decision.worker, query.prompt_tokens, decision.overlap_blocks}, now, query.sequence_hashes);
+  }
   if (query.session != 0 && config.session_affinity_ttl_secs > 0)
-    sessions_.bind(query.session, chosen->worker, now + std::chrono::seconds(config.session_affinity_ttl_secs));
+    sessions_.bind(query.session, computes, now + std::chrono::seconds(config.session_affinity_ttl_secs));
   if (uses_prefix_overlap(config)) {
     prompt_blocks_routed_ += query.sequence_hashes.size();
-    overlap_blocks_routed_ += decision.overlap_blocks;
+    overlap_blocks_routed_ += decision.prefill_worker ? decision.prefill_overlap_blocks : decision.overlap_blocks;
   }
-  // Approximate mode: the chosen worker will cache this prompt (publisher ids are worker ids).
-  if (uses_prefix_overlap(config) && !config.use_kv_events && !query.sequence_hashes.empty())
-    index_->insert_predicted(chosen->worker, query.sequence_hashes, now);
-  return decision;
+  // Approximate mode: the chosen workers will cache this prompt (publisher ids are worker ids);
+  // a decode worker holds what it pulled.
+  if (uses_prefix_overlap(config) && !config.use_kv_events && !query.sequence_hashes.empty()) {
+    index_->insert_predicted(decision.worker, query.sequence_hashes, now);
+    if (decision.prefill_worker) index_->insert_predicted(*decision.prefill_worker, query.sequence_hashes, now);
+  }
 }
 
 void worker_set_router::book(const booking& request, time_point now, std::span<const std::uint64_t> sequence_hashes) {
@@ -254,7 +313,10 @@ void worker_set_router::on_lifecycle(const lifecycle_event& event, time_point no
 }
 
 void worker_set_router::retune(const router_config& config) {
-  if (retunable_in_place(settings_.config, config)) settings_.config = config;
+  if (!retunable_in_place(settings_.config, config)) return;
+  settings_.config = config;
+  decode_config_ = config;
+  if (settings_.disaggregation) decode_config_.overlap_score_credit = settings_.disaggregation->decode_overlap_credit;
 }
 
 void worker_set_router::on_health(std::uint32_t worker, bool up, time_point now) {

@@ -20,7 +20,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/common/time.hpp"
+#include "core/config/disaggregation.hpp"
 #include "core/config/router_config.hpp"
+#include "core/config/worker_spec.hpp"
 #include "core/kv/kv_apply.hpp"
 #include "core/kv/kv_event.hpp"
 #include "core/metrics/engine_metrics.hpp"
@@ -55,6 +57,10 @@ struct worker_set_router_settings {
   /// into the outbox for the peers, and the peers' bookings count as load here.
   bool share_bookings = false;
   duration peer_timeout = std::chrono::seconds(3);  ///< a peer silent this long is dropped
+  /// Prefill/decode disaggregation (docs/disaggregation.md): the pools are the workers' roles
+  /// (indexed by worker id; empty = every worker does both).
+  std::optional<disaggregation_card> disaggregation;
+  std::vector<worker_role> worker_roles;
 };
 
 /// What the set's routing state looks like at one moment (for /metrics, /ready, /v1/router/sets).
@@ -100,6 +106,13 @@ class worker_set_router {
 
   /// Chooses a worker for `query` and, unless it is a dry run, books the request on it (and,
   /// in approximate mode, predicts that the worker now caches the prompt).
+  ///
+  /// A disaggregated set chooses a pair for a query that asks for one: the prefill worker by
+  /// the set's cost function over the prefill pool (where the prompt's cached prefix counts),
+  /// the decode worker by booked load over the decode pool (`decode_overlap_credit` credits
+  /// its own cached prefix). The prefill leg is booked with its prefill work under
+  /// `prefill_leg_id`, the decode leg as prefilled (only its blocks count). Queueing applies to
+  /// the prefill pool; other requests of the set run aggregated on the decode pool.
   [[nodiscard]] route_decision decide(const route_query& query, time_point now);
   /// Applies one step of a request's life (bookings by ingress, first tokens, ends, failures).
   void on_lifecycle(const lifecycle_event& event, time_point now);
@@ -166,9 +179,19 @@ class worker_set_router {
   void worker_failed(std::uint64_t request_id, std::uint32_t worker, time_point now);
   /// Per worker: the prompt's overlap (index and in-flight blocks) into `worker_overlaps_`.
   void compute_overlaps(std::span<const std::uint64_t> sequence_hashes);
+  /// Which workers a pick may choose from.
+  enum class pool : std::uint8_t { any, prefill, decode };
+  /// `healthy_` = the pool's workers that are healthy now.
+  void mark_routable(pool from, time_point now);
   /// Takes busy workers out of `healthy_` while another routable worker is free; true when
   /// none is free and the set queues (the request must wait).
   bool keep_free_workers_only(const route_query& query, time_point now);
+  /// The selector's pick among `healthy_` under `config`, the loads being `loads`.
+  [[nodiscard]] std::optional<selection> pick(const route_query& query, const router_config& config,
+                                              std::span<const worker_load> loads);
+  void fill_dry_run(route_decision& decision, time_point now);
+  /// Books the chosen worker(s) and records what routing learned from the decision.
+  void commit(const route_query& query, route_decision& decision, time_point now);
   void keep_session_worker(const route_query& query, time_point now, selection& chosen);
   /// This replica's bookings plus its peers' on `worker`.
   [[nodiscard]] worker_load booked_load(std::uint32_t worker) const;
@@ -194,6 +217,7 @@ class worker_set_router {
   std::vector<std::uint32_t> publisher_overlaps_, worker_overlaps_, active_overlaps_;
   std::vector<std::uint8_t> healthy_, busy_;
   std::vector<worker_load> total_loads_;  ///< local plus remote, when peers are heard
+  router_config decode_config_;  ///< the set's config with the decode pool's overlap credit
   std::vector<worker_candidate> candidates_;
 };
 

@@ -42,7 +42,7 @@ TEST(worker_spec, errors_name_the_bad_part) {
             "worker \"http://h,kv_events=h:5557\": kv_events must be a ZeroMQ endpoint such as tcp://host:5557");
   EXPECT_EQ(parse_worker_spec("http://h,dp_size=0").error().message, "worker \"http://h,dp_size=0\": dp_size must be a rank count from 1 to 1024");
   EXPECT_EQ(parse_worker_spec("http://h,colour=red").error().message,
-            "worker \"http://h,colour=red\": unknown key \"colour\" (expected kv_events, replay, dp_size, id or topic)");
+            "worker \"http://h,colour=red\": unknown key \"colour\" (expected kv_events, replay, dp_size, id, topic, role or bootstrap)");
   EXPECT_EQ(parse_worker_spec("http://h,kv").error().message, "worker \"http://h,kv\": \"kv\" is not key=value");
 }
 
