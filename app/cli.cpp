@@ -34,8 +34,13 @@ const option_table<options>& source_options() {
     t.push_back(text<options>("--model", "NAME", "the model name clients send (serving without --config)",
                               [](auto& o) -> auto& { return o.serve.model; }, true));
     t.push_back(each<options>("--worker", "SPEC",
-                              "a worker: URL[,kv_events=ENDPOINT][,replay=ENDPOINT][,dp_size=N][,id=NAME][,topic=T]",
+                              "a worker: URL[,kv_events=ENDPOINT][,replay=ENDPOINT][,dp_size=N][,id=NAME][,topic=T]"
+                              "[,role=prefill|decode|both][,bootstrap=PORT]",
                               [](auto& o) -> auto& { return o.serve.workers; }));
+    t.push_back(choice<options>("--disaggregation", "PROTOCOL",
+                                "the set serves prefill/decode disaggregated: vllm-nixl or sglang (workers' role= form "
+                                "the pools; docs/disaggregation.md)",
+                                [](auto& o) -> auto& { return o.serve.disaggregation; }, {"none", "vllm-nixl", "sglang"}));
     t.push_back(text<options>("--tokenizer", "PATH",
                               "the set's HuggingFace tokenizer.json: text prompts are tokenized to route on their blocks",
                               [](auto& o) -> auto& { return o.serve.tokenizer_path; }, true));
@@ -97,6 +102,9 @@ const option_table<options>& serving_options() {
                                   [](auto& o) -> auto& { return o.serve.http.client_timeout; }, 1, 86400));
     t.push_back(duration<options>("--upstream-timeout-secs", "longest wait for a worker's next bytes (504 if none came)",
                                   [](auto& o) -> auto& { return o.serve.http.upstream_timeout; }, 1, 86400));
+    t.push_back(duration<options>("--pd-timeout-secs",
+                                  "longest a disaggregated request's prefill leg may take to answer (504 if it did not)",
+                                  [](auto& o) -> auto& { return o.serve.http.pd_timeout; }, 1, 86400));
     t.push_back(text<options>("--session-header", "NAME",
                               "the request header naming a conversation for session affinity (else the body's user)",
                               [](auto& o) -> auto& { return o.serve.http.session_header; }));

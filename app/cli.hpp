@@ -38,6 +38,7 @@ struct serve_options {
   std::string tokenizer_path;         ///< --tokenizer: the command-line set's tokenizer.json
   std::string tokenizer_config_path;  ///< --tokenizer-config: its chat template
   std::string chat_template_fallback = "none";  ///< none | concat
+  std::string disaggregation = "none";          ///< none | vllm-nixl | sglang (the command-line set)
   std::optional<std::uint32_t> image_token_id;  ///< --image-token-id: the command-line set is multimodal
   std::string image_token_rule = "qwen2-vl";    ///< qwen2-vl | fixed
   std::uint32_t image_fixed_tokens = 576;

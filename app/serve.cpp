@@ -43,8 +43,8 @@ std::expected<router_file, std::string> load_sets(const options& options) {
     return file;
   }
   if (!serve.config_path.empty()) {
-    if (options.router_flags_given || !serve.model.empty() || !serve.workers.empty())
-      return std::unexpected("with --config, models, workers and router options come from the file");
+    if (options.router_flags_given || !serve.model.empty() || !serve.workers.empty() || serve.disaggregation != "none")
+      return std::unexpected("with --config, models, workers, router options and --disaggregation come from the file");
     return load_router_file(serve.config_path);
   }
   if (serve.model.empty()) return std::unexpected("--model is required to serve (the name clients put in \"model\")");
@@ -66,6 +66,9 @@ std::expected<router_file, std::string> load_sets(const options& options) {
     if (spec->id.empty()) spec->id = worker_name(*spec, i);
     card.workers.push_back(std::move(*spec));
   }
+  if (const auto protocol = parse_pd_protocol(serve.disaggregation)) card.disaggregation = disaggregation_card{.protocol = *protocol};
+  if (auto roles = validate_roles(card.workers, card.disaggregation, "the command-line set"); !roles)
+    return std::unexpected(roles.error().message);
   file.sets.push_back(std::move(card));
   return file;
 }

@@ -29,6 +29,7 @@ struct route_job {
   bool dry_run = false;                         ///< decide, but book nothing
   request_priority priority = request_priority::normal;  ///< its place in the set's queue, should it wait
   std::uint64_t session = 0;                    ///< its conversation (session affinity); 0 = none
+  bool disaggregate = false;                    ///< a disaggregated set: choose a prefill and a decode worker
   prompt_plan plan;                             ///< what the hasher does with the prompt (ingress plans it)
   std::vector<std::uint64_t> sequence_hashes;   ///< the prompt's blocks (hasher)
   std::uint32_t prompt_tokens = 0;              ///< exact length once tokenized; 0 = the request's estimate

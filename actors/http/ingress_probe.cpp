@@ -4,6 +4,13 @@
 
 namespace kvr::ingress {
 
+void ingress_probe::pd_prefill_took(double seconds) {
+  std::size_t bucket = 0;
+  while (bucket < pd_prefill_buckets.size() && seconds > pd_prefill_buckets[bucket]) ++bucket;
+  bump(pd_prefill_counts_[bucket]);
+  pd_prefill_micros_.fetch_add(static_cast<std::uint64_t>(seconds * 1e6), std::memory_order_relaxed);
+}
+
 void ingress_probe::write_metrics(std::string& out) const {
   auto metric = [&](std::string_view name, std::string_view help, std::string_view type,
                     const std::atomic<std::uint64_t>& value) {
@@ -29,6 +36,31 @@ void ingress_probe::write_metrics(std::string& out) const {
   metric("kvrouter_tokenize_answered_total", "/tokenize and /detokenize requests answered with the set's own tokenizer.",
          "counter", tokenized_locally_);
   metric("kvrouter_overloaded_total", "Requests refused because routing was saturated.", "counter", overloaded_);
+  out += "# HELP kvrouter_pd_requests_total Requests of disaggregated sets by how they ran: disaggregated (prefill and "
+         "decode legs), local (kept on the decode worker by max_local_prefill_tokens), aggregated_fallback (n > 1, or a "
+         "prefill answer without kv_transfer_params).\n# TYPE kvrouter_pd_requests_total counter\n";
+  for (auto [path, name] : {std::pair{pd_path::disaggregated, "disaggregated"}, std::pair{pd_path::local, "local"},
+                            std::pair{pd_path::aggregated_fallback, "aggregated_fallback"}})
+    out += fmt::format("kvrouter_pd_requests_total{{path=\"{}\"}} {}\n", name, pd_paths_[static_cast<std::size_t>(path)].load());
+  metric("kvrouter_pd_missing_transfer_params_total", "Prefill answers without kv_transfer_params (vLLM).", "counter",
+         pd_missing_params_);
+  metric("kvrouter_pd_prefill_failures_total", "Prefill legs whose worker failed before answering.", "counter",
+         pd_prefill_failures_);
+  metric("kvrouter_pd_prefill_timeouts_total", "Prefill legs cut after --pd-timeout-secs (the client got a 504).", "counter",
+         pd_prefill_timeouts_);
+  metric("kvrouter_pd_prefill_error_statuses_total", "Prefill legs answered with an error status (passed to the client).",
+         "counter", pd_prefill_error_statuses_);
+  out += "# HELP kvrouter_pd_prefill_seconds Prefill legs from sending to their whole answer.\n"
+         "# TYPE kvrouter_pd_prefill_seconds histogram\n";
+  std::uint64_t cumulative = 0;
+  for (std::size_t b = 0; b < pd_prefill_counts_.size(); ++b) {
+    cumulative += pd_prefill_counts_[b].load();
+    out += b < pd_prefill_buckets.size()
+               ? fmt::format("kvrouter_pd_prefill_seconds_bucket{{le=\"{}\"}} {}\n", pd_prefill_buckets[b], cumulative)
+               : fmt::format("kvrouter_pd_prefill_seconds_bucket{{le=\"+Inf\"}} {}\n", cumulative);
+  }
+  out += fmt::format("kvrouter_pd_prefill_seconds_sum {}\nkvrouter_pd_prefill_seconds_count {}\n",
+                     static_cast<double>(pd_prefill_micros_.load()) / 1e6, cumulative);
   out += "# HELP kvrouter_responses_total Responses by status class.\n# TYPE kvrouter_responses_total counter\n";
   for (std::size_t c = 1; c < responses_by_class_.size(); ++c)
     out += fmt::format("kvrouter_responses_total{{code=\"{}xx\"}} {}\n", c, responses_by_class_[c].load());

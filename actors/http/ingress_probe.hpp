@@ -33,6 +33,15 @@ class ingress_probe {
   void tokenized_locally() { bump(tokenized_locally_); }
   void prompt_routed_on_load() { bump(prompts_routed_on_load_); }
   void overloaded() { bump(overloaded_); }
+  /// How a disaggregated set's request ran (docs/disaggregation.md).
+  enum class pd_path : std::uint8_t { disaggregated, local, aggregated_fallback, count };
+  void pd_ran(pd_path path) { bump(pd_paths_[static_cast<std::size_t>(path)]); }
+  void pd_missing_params() { bump(pd_missing_params_); }
+  void pd_prefill_failed() { bump(pd_prefill_failures_); }
+  void pd_prefill_timed_out() { bump(pd_prefill_timeouts_); }
+  void pd_prefill_error_status() { bump(pd_prefill_error_statuses_); }
+  /// A prefill leg's time from sending to its whole answer.
+  void pd_prefill_took(double seconds);
   void responded(unsigned status) { bump(responses_by_class_[std::min(status / 100, 5u)]); }
 
   /// The ingress's families in Prometheus text format, appended to `out`.
@@ -55,6 +64,14 @@ class ingress_probe {
   std::atomic<std::uint64_t> dry_runs_{0};
   std::atomic<std::uint64_t> overloaded_{0};
   std::array<std::atomic<std::uint64_t>, 6> responses_by_class_{};  ///< index = status / 100
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(pd_path::count)> pd_paths_{};
+  std::atomic<std::uint64_t> pd_missing_params_{0};
+  std::atomic<std::uint64_t> pd_prefill_failures_{0};
+  std::atomic<std::uint64_t> pd_prefill_timeouts_{0};
+  std::atomic<std::uint64_t> pd_prefill_error_statuses_{0};
+  static constexpr std::array<double, 10> pd_prefill_buckets{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
+  std::array<std::atomic<std::uint64_t>, pd_prefill_buckets.size() + 1> pd_prefill_counts_{};  ///< last = +Inf
+  std::atomic<std::uint64_t> pd_prefill_micros_{0};
 };
 
 }  // namespace kvr::ingress

@@ -9,8 +9,10 @@
 #include "actors/http/http_fields.hpp"
 #include "actors/http/request_router.hpp"
 #include "actors/http/set_metrics.hpp"
+#include "actors/http/upstream_exchange.hpp"
 #include "core/common/http_url.hpp"
 #include "core/common/multipart.hpp"
+#include "core/disagg/pd_requests.hpp"
 #include "core/prompt/api_translation.hpp"
 #include "core/prompt/tokenize_api.hpp"
 
@@ -54,7 +56,8 @@ class session final : public std::enable_shared_from_this<session>, public timed
         thread_(thread),
         client_(std::move(socket)),
         router_(thread, server.probe, {server.settings.max_retries, server.settings.max_routing_in_flight}),
-        stream_(server, thread, client_, *this) {
+        stream_(server, thread, client_, *this),
+        prefill_(server, thread) {
     registration_ = thread_.connections.insert(thread_.connections.end(), this);
     server_.probe.connection_opened();
   }
@@ -71,6 +74,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
       case state::reading_request:  // an idle keep-alive connection, or a client too slow
       case state::answering: return close();
       case state::proxying: return stream_.on_deadline();
+      case state::prefilling: return prefill_.on_deadline();
       case state::routing:
       case state::closed: return;
     }
@@ -88,7 +92,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
   void on_decision(route_decision decision) { act(router_.on_decision(decision)); }
 
  private:
-  enum class state : std::uint8_t { reading_request, routing, proxying, answering, closed };
+  enum class state : std::uint8_t { reading_request, routing, prefilling, proxying, answering, closed };
 
   // -- proxy_stream::owner ---------------------------------------------------------------------
   std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
@@ -446,6 +450,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
     auto options = routing_options(set);
     if (!options) return send_error(options.error());
     if (set.config.session_affinity_ttl_secs > 0) options->session = session_key(request);
+    options->disaggregate = splits_into_legs(set, request);
     const std::uint64_t id = server_.next_request_id++;
     take_request_id(id);
     router_.start(std::move(table), set, std::make_shared<const routing_request>(std::move(request)), id, *options,
@@ -547,14 +552,109 @@ class session final : public std::enable_shared_from_this<session>, public timed
           log_access("client_left", 0, 0);
           return close_after_client_left();
         }
-        state_ = state::proxying;
-        return stream_.start(router_.worker(), request_, keep_alive_,
-                             {.request_id = request_id_,
-                              .client_sent_id = client_sent_id_,
-                              .decision_headers = !server_.settings.no_decision_headers,
-                              .worker = router_.worker().name,
-                              .overlap_blocks = router_.overlap_blocks()});
+        if (router_.prefill_worker() != nullptr) return start_prefill();
+        if (router_.set().disaggregation) server_.probe.pd_ran(router_.local_prefill() ? ingress_probe::pd_path::local
+                                                                                       : ingress_probe::pd_path::aggregated_fallback);
+        return start_decode(nullptr);
     }
+  }
+
+  /// The answering leg: the whole request on its worker, or a disaggregated request's decode
+  /// leg with its rewritten `body`.
+  void start_decode(const std::string* body) {
+    state_ = state::proxying;
+    stream_.start(router_.worker(), request_, keep_alive_,
+                  {.request_id = request_id_,
+                   .client_sent_id = client_sent_id_,
+                   .decision_headers = !server_.settings.no_decision_headers,
+                   .worker = router_.worker().name,
+                   .overlap_blocks = router_.overlap_blocks()},
+                  body);
+  }
+
+  // -- disaggregated requests (docs/disaggregation.md) ----------------------------------------
+  /// Completions and chats of a disaggregated set run as two legs, unless they ask for several
+  /// choices (vLLM's proxy runs those aggregated too).
+  [[nodiscard]] bool splits_into_legs(const worker_set_route& set, const routing_request& request) const {
+    if (!set.disaggregation) return false;
+    const bool generative = request.endpoint == api_endpoint::chat_completions || request.endpoint == api_endpoint::completions;
+    return generative && set.disaggregation->protocol == pd_protocol::vllm_nixl && !asks_for_several_choices(request_.body());
+  }
+
+  /// vLLM's prefill leg: one token, no stream, a remote decode asked for; its answer's params
+  /// go to the decode worker with the client's body.
+  void start_prefill() {
+    const worker_target& worker = *router_.prefill_worker();
+    auto body = vllm_prefill_body(request_.body());
+    if (!body) {  // the body parsed as a request but is not one JSON object: the client's error
+      router_.finished();
+      send_error({api_errc::invalid_json, fmt::format("the body cannot be split into prefill and decode: {}", body.error()), {}});
+      return log_access("router_error", http_status(api_errc::invalid_json), local_body_.size());
+    }
+    state_ = state::prefilling;
+    expire_after(server_.settings.pd_timeout);
+    prefill_started_ = clock_type::now();
+    std::string head = upstream_request_head(worker, request_, body->size(), request_id_, client_sent_id_,
+                                             server_.settings.forward_authorization);
+    prefill_.start(worker, std::move(head), std::move(*body), shared_from_this(),
+                   [this](upstream_exchange::outcome outcome) { on_prefill_answer(std::move(outcome)); });
+  }
+
+  void on_prefill_answer(upstream_exchange::outcome outcome) {
+    using kind = upstream_exchange::outcome::kind;
+    const std::string prefill_name = router_.prefill_worker()->name;
+    switch (outcome.what) {
+      case kind::cancelled:  // the client left: nobody's failure but the client's
+        router_.finished();
+        log_access("client_left", 0, 0);
+        return close_after_client_left();
+      case kind::timed_out:
+        server_.probe.pd_prefill_timed_out();
+        router_.finished();
+        send_error({api_errc::worker_timeout,
+                    fmt::format("prefill worker {} did not answer within {} s", prefill_name, server_.settings.pd_timeout.count()),
+                    {}});
+        return log_access("timed_out", http_status(api_errc::worker_timeout), local_body_.size());
+      case kind::worker_failed:
+        server_.probe.pd_prefill_failed();
+        if (client_gone_) {
+          router_.finished();
+          log_access("client_left", 0, 0);
+          return close_after_client_left();
+        }
+        state_ = state::routing;
+        return act(router_.on_prefill_failed(outcome.detail));
+      case kind::answered: break;
+    }
+    server_.probe.pd_prefill_took(std::chrono::duration<double>(clock_type::now() - prefill_started_).count());
+    if (outcome.status != 200) {  // the prefill's verdict on the request is the client's answer
+      server_.probe.pd_prefill_error_status();
+      router_.finished();
+      send(static_cast<http::status>(outcome.status), std::move(outcome.body), "application/json");
+      return log_access("prefill_error", outcome.status, local_body_.size());
+    }
+    auto params = kv_transfer_params_of(outcome.body);
+    if (!params) {
+      server_.probe.pd_missing_params();
+      if (router_.set().disaggregation->missing_params == missing_params_policy::fail) {
+        router_.finished();
+        send_error({api_errc::worker_failed, fmt::format("prefill worker {}: {}", prefill_name, describe(params.error())), {}});
+        return log_access("router_error", http_status(api_errc::worker_failed), local_body_.size());
+      }
+      server_.probe.pd_ran(ingress_probe::pd_path::aggregated_fallback);
+      router_.run_aggregated();
+      return start_decode(nullptr);
+    }
+    auto decode_body = vllm_decode_body(request_.body(), *params);
+    if (!decode_body) {  // cannot happen for a body the prefill leg took; answered rather than assumed
+      router_.finished();
+      send_error({api_errc::invalid_json, decode_body.error(), {}});
+      return log_access("router_error", http_status(api_errc::invalid_json), local_body_.size());
+    }
+    router_.prefill_done();
+    server_.probe.pd_ran(ingress_probe::pd_path::disaggregated);
+    leg_body_ = std::move(*decode_body);
+    start_decode(&leg_body_);
   }
 
   /// While a request is routed and proxied, the pending read of the client notices it going
@@ -568,6 +668,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
   void client_went_away() {
     client_gone_ = true;
     if (state_ == state::routing) router_.withdraw();
+    if (state_ == state::prefilling) prefill_.cancel();
     stream_.cancel();
   }
 
@@ -675,6 +776,9 @@ class session final : public std::enable_shared_from_this<session>, public timed
   std::string local_body_;  ///< a local answer's body
   request_router router_;
   proxy_stream stream_;
+  upstream_exchange prefill_;   ///< a disaggregated request's prefill leg
+  std::string leg_body_;        ///< the decode leg's body (the client's plus the transfer params)
+  clock_type::time_point prefill_started_;
 };
 
 void decision_sink::deliver(route_decision decision) {

@@ -22,6 +22,8 @@ struct ingress_settings {
   std::chrono::seconds connect_timeout{5};
   /// Longest wait for a worker's next bytes (the first ones include its prefill).
   std::chrono::seconds upstream_timeout{600};
+  /// A disaggregated request's prefill leg gets this long for its whole answer; then 504.
+  std::chrono::seconds pd_timeout{300};
   /// On SIGTERM, keep accepting connections this long (a load balancer's deregistration
   /// delay), then close the listeners (actors/http/http_ingress: drain).
   std::chrono::seconds drain_delay{0};

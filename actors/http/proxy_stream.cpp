@@ -13,9 +13,10 @@ namespace beast = boost::beast;
 using error_code = boost::system::error_code;
 
 void proxy_stream::start(const worker_target& worker, const http::request<http::string_body>& request, bool keep_alive,
-                         const head_tags& tags) {
+                         const head_tags& tags, const std::string* body) {
   worker_ = &worker;
   request_ = &request;
+  body_ = body != nullptr ? body : &request.body();
   keep_alive_ = keep_alive;
   prefill_reported_ = false;
   body_bytes_ = 0;
@@ -53,25 +54,31 @@ void proxy_stream::cancel() {
   if (upstream_) upstream_->socket().close();
 }
 
-/// The request head as the worker gets it: the client's method, target (under the worker's
-/// path prefix) and fields, minus hop-by-hop ones, with the worker's Host and the body's length.
+std::string upstream_request_head(const worker_target& worker, const http::request<http::string_body>& request,
+                                  std::size_t body_size, std::string_view request_id, bool client_sent_id,
+                                  bool forward_authorization) {
+  std::string head;
+  const auto method = request.method_string();
+  const auto target = request.target();
+  head.append(method.data(), method.size());
+  head += ' ';
+  head += worker.base_path;
+  head.append(target.data(), target.size());
+  head += " HTTP/1.1\r\n";
+  const auto connection = request.find(http::field::connection);
+  const boost::beast::string_view hop_fields = connection == request.end() ? "" : connection->value();
+  for (const auto& field : request)
+    if (!is_request_field_replaced(field, forward_authorization) && !is_named_in_connection(hop_fields, field.name_string()) &&
+        (client_sent_id || !boost::beast::iequals(field.name_string(), "x-request-id")))  // an unusable one is replaced
+      append_field(head, field.name_string(), field.value());
+  if (!client_sent_id) head += fmt::format("X-Request-Id: {}\r\n", request_id);
+  head += fmt::format("Host: {}\r\nContent-Length: {}\r\n\r\n", worker.host_header, body_size);
+  return head;
+}
+
 void proxy_stream::write_upstream_head(const head_tags& tags) {
-  upstream_head_.clear();
-  const auto method = request_->method_string();
-  const auto target = request_->target();
-  upstream_head_.append(method.data(), method.size());
-  upstream_head_ += ' ';
-  upstream_head_ += worker_->base_path;
-  upstream_head_.append(target.data(), target.size());
-  upstream_head_ += " HTTP/1.1\r\n";
-  const auto connection = request_->find(http::field::connection);
-  const boost::beast::string_view hop_fields = connection == request_->end() ? "" : connection->value();
-  for (const auto& field : *request_)
-    if (!is_request_field_replaced(field, server_.settings.forward_authorization) && !is_named_in_connection(hop_fields, field.name_string()) &&
-        (tags.client_sent_id || !boost::beast::iequals(field.name_string(), "x-request-id")))  // an unusable one is replaced
-      append_field(upstream_head_, field.name_string(), field.value());
-  if (!tags.client_sent_id) upstream_head_ += fmt::format("X-Request-Id: {}\r\n", tags.request_id);
-  upstream_head_ += fmt::format("Host: {}\r\nContent-Length: {}\r\n\r\n", worker_->host_header, request_->body().size());
+  upstream_head_ = upstream_request_head(*worker_, *request_, body_->size(), tags.request_id, tags.client_sent_id,
+                                         server_.settings.forward_authorization);
 }
 
 void proxy_stream::connect(connection_kind kind) {
@@ -125,7 +132,7 @@ void proxy_stream::handshake() {
 void proxy_stream::write_upstream() {
   phase_ = phase::sending;
   owner_.expire_after(server_.settings.upstream_timeout);
-  const std::array<asio::const_buffer, 2> request{asio::buffer(upstream_head_), asio::buffer(request_->body())};
+  const std::array<asio::const_buffer, 2> request{asio::buffer(upstream_head_), asio::buffer(*body_)};
   upstream_->on_stream([&](auto& stream) {
     asio::async_write(stream, request, [this, keep = owner_.keep_alive()](error_code ec, std::size_t) {
       if (ec) return failed_before_answer(ec);

@@ -15,6 +15,13 @@ namespace kvr::ingress {
 
 namespace http = boost::beast::http;
 
+/// The request head a worker gets: the client's method, target (under the worker's path
+/// prefix) and fields, minus hop-by-hop ones, with the worker's Host and `body_size` as the
+/// length; the request id is added unless the client sent a usable one.
+[[nodiscard]] std::string upstream_request_head(const worker_target& worker, const http::request<http::string_body>& request,
+                                                std::size_t body_size, std::string_view request_id, bool client_sent_id,
+                                                bool forward_authorization);
+
 class proxy_stream {
  public:
   enum class phase : std::uint8_t {
@@ -71,8 +78,10 @@ class proxy_stream {
   };
 
   /// Sends `request` to `worker`; the answer's head says `Connection: close` unless `keep_alive`.
+  /// `body`, when given, goes instead of the request's own (a disaggregated leg's rewrite; it
+  /// must outlive the stream).
   void start(const worker_target& worker, const http::request<http::string_body>& request, bool keep_alive,
-             const head_tags& tags);
+             const head_tags& tags, const std::string* body = nullptr);
   /// The owner's deadline passed: cut what the stream waits for.
   void on_deadline();
   /// The client went away: cut the worker's request now.
@@ -110,6 +119,7 @@ class proxy_stream {
   connection_kind connection_ = connection_kind::pooled;
   const worker_target* worker_ = nullptr;
   const http::request<http::string_body>* request_ = nullptr;
+  const std::string* body_ = nullptr;  ///< what goes to the worker: the request's body or its rewrite
   bool keep_alive_ = true;
   bool prefill_reported_ = false;
 

@@ -72,7 +72,11 @@ route_verdict request_router::answer(const api_error& error) {
 }
 
 route_verdict request_router::route() {
-  routed_locally_ = (decides_without_state(set_->config) || options_.pinned_worker) && !options_.dry_run;
+  prefill_worker_.reset();
+  prefill_open_ = false;
+  local_prefill_ = false;
+  // A disaggregated set's pairs are chosen by its scorer, whatever the mode.
+  routed_locally_ = ((decides_without_state(set_->config) && !set_->disaggregation) || options_.pinned_worker) && !options_.dry_run;
   if (routed_locally_) return route_locally();
   // Requests waiting in the set's queue are bounded by the queue itself.
   const std::uint32_t bound =
@@ -89,6 +93,7 @@ route_verdict request_router::route() {
   job->dry_run = options_.dry_run;
   job->priority = options_.priority;
   job->session = options_.session;
+  job->disaggregate = options_.disaggregate;
   job->reply = make_sink_();
   // Only prompts the set's hashers can hash take the extra hop (core/prompt/prompt_plan).
   job->plan = set_->hashers.empty() ? prompt_plan{} : plan_prompt(*request_, set_->prompts);
@@ -118,7 +123,34 @@ route_verdict request_router::on_decision(const route_decision& decision) {
   if (!decision.ok()) return answer(routing_error(decision));
   if (options_.dry_run) return answer_dry_run(decision);
   overlap_blocks_ = decision.overlap_blocks;
+  prefill_worker_ = decision.prefill_worker;
+  prefill_open_ = prefill_worker_.has_value();
+  local_prefill_ = decision.local_prefill;
+  if (prefill_worker_) overlap_blocks_ = decision.prefill_overlap_blocks;  // the cache that served the prompt
   return proxy_to(decision.worker);
+}
+
+void request_router::prefill_done() {
+  if (!prefill_open_) return;
+  prefill_open_ = false;
+  tell_scorer(lifecycle_event::kind::finished, prefill_leg_id(request_id_), *prefill_worker_);
+}
+
+route_verdict request_router::on_prefill_failed(std::string_view why) {
+  probe_.upstream_failed();
+  prefill_open_ = false;
+  tell_scorer(lifecycle_event::kind::worker_failed, prefill_leg_id(request_id_), *prefill_worker_);
+  finished();  // the decode leg never started
+  const std::uint32_t failed = *prefill_worker_;
+  excluded_.push_back(failed);
+  if (attempts_ <= limits_.max_retries && !options_.pinned_worker) {
+    probe_.retried();
+    return route();
+  }
+  return answer({api_errc::worker_failed,
+                 fmt::format("workers failed before answering ({} attempts; last: {} on prefill worker {})", attempts_, why,
+                             set_->workers[failed].name),
+                 {}});
 }
 
 route_verdict request_router::proxy_to(std::uint32_t worker) {
@@ -134,6 +166,7 @@ void request_router::blame_worker() {
 }
 
 route_verdict request_router::on_worker_failed(std::string_view why) {
+  prefill_done();
   blame_worker();
   excluded_.push_back(worker_);
   if (attempts_ <= limits_.max_retries && !options_.pinned_worker) {
@@ -167,7 +200,11 @@ route_verdict request_router::answer_dry_run(const route_decision& decision) con
                          {"prompt_blocks", decision.prompt_blocks},
                          {"prompt_tokens", decision.prompt_tokens},
                          {"cost", decision.cost},
-                         {"candidates", std::move(candidates)}}
+                         {"candidates", std::move(candidates)},
+                         {"prefill_worker", decision.prefill_worker ? nlohmann::json(set_->workers[*decision.prefill_worker].name)
+                                                                    : nlohmann::json(nullptr)},
+                         {"prefill_overlap_blocks", decision.prefill_overlap_blocks},
+                         {"local_prefill", decision.local_prefill}}
               .dump()};
 }
 
@@ -175,8 +212,10 @@ void request_router::withdraw() {
   if (set_ != nullptr && !routed_locally_) caf::anon_send(set_->scorer, withdraw_atom_v, request_id_);
 }
 
-void request_router::tell_scorer(lifecycle_event::kind what) {
-  const lifecycle_event event{what, request_id_, worker_, 0};
+void request_router::tell_scorer(lifecycle_event::kind what) { tell_scorer(what, request_id_, worker_); }
+
+void request_router::tell_scorer(lifecycle_event::kind what, std::uint64_t booking, std::uint32_t worker) {
+  const lifecycle_event event{what, booking, worker, 0};
   if (routed_locally_) return thread_.report(set_->scorer, event);
   if (what != lifecycle_event::kind::booked) caf::anon_send(set_->scorer, event);  // the scorer booked it when it decided
 }

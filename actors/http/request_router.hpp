@@ -44,6 +44,8 @@ struct request_options {
   std::optional<std::uint32_t> pinned_worker;
   /// The conversation's key for session affinity (a hash of its session header or `user`); 0 = none.
   std::uint64_t session = 0;
+  /// The set is disaggregated and the request may be split into a prefill and a decode leg.
+  bool disaggregate = false;
 };
 
 /// The answer a client gets when routing chose no worker (`decision` says why).
@@ -80,12 +82,29 @@ class request_router {
   /// The worker's first bytes arrived: its prefill is done.
   void first_token() { tell_scorer(lifecycle_event::kind::first_token); }
   /// The request ended, however it ended: its booking is released (once; later calls for the
-  /// same attempt are no-ops).
+  /// same attempt are no-ops), its prefill leg's too if that is still open.
   void finished() {
+    prefill_done();
     if (finished_) return;
     finished_ = true;
     tell_scorer(lifecycle_event::kind::finished);
   }
+
+  // -- a disaggregated request's prefill leg ---------------------------------------------------
+  /// The disaggregated set kept the request on its decode worker (`max_local_prefill_tokens`).
+  [[nodiscard]] bool local_prefill() const { return local_prefill_; }
+  /// The chosen prefill worker (none: the request runs whole on worker()).
+  [[nodiscard]] const worker_target* prefill_worker() const {
+    return prefill_worker_ ? &set_->workers[*prefill_worker_] : nullptr;
+  }
+  /// The prefill leg ended (answered, or given up): its booking is released, once.
+  void prefill_done();
+  /// The prefill worker failed before answering: it is blamed, the decode leg's booking is
+  /// released, and a new pair is chosen without it while attempts remain.
+  [[nodiscard]] route_verdict on_prefill_failed(std::string_view why);
+  /// The prefill worker answered without transfer params: the request runs on the decode
+  /// worker alone from here (its booking stays; the prefill leg's is released).
+  void run_aggregated() { prefill_done(); prefill_worker_.reset(); }
   /// The client left while its request was being routed: if it waits in the set's queue, it
   /// is taken out (nothing was booked for it).
   void withdraw();
@@ -113,6 +132,7 @@ class request_router {
   /// A step of this request's life for the scorer: batched through the thread when the thread
   /// routed it, else a message of its own.
   void tell_scorer(lifecycle_event::kind what);
+  void tell_scorer(lifecycle_event::kind what, std::uint64_t booking, std::uint32_t worker);
 
   io_thread& thread_;
   ingress_probe& probe_;
@@ -124,7 +144,10 @@ class request_router {
   sink_factory make_sink_;
   request_options options_;
   bool routed_locally_ = false;
-  bool finished_ = false;  ///< the current attempt's booking was released  ///< picked by this thread (round-robin, random), not the scorer
+  bool finished_ = false;  ///< the current attempt's booking was released
+  std::optional<std::uint32_t> prefill_worker_;  ///< a disaggregated attempt's prefill worker
+  bool prefill_open_ = false;                    ///< its booking is not released yet
+  bool local_prefill_ = false;  ///< picked by this thread (round-robin, random), not the scorer
   std::vector<std::uint32_t> excluded_;
   std::uint32_t attempts_ = 0;
   std::uint32_t worker_ = 0;

@@ -6,13 +6,16 @@
 #include <cstdint>
 #include <expected>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/pipeline/hasher.hpp"
 #include "actors/pipeline/scorer.hpp"
 #include "actors/sources/engine_scraper.hpp"
+#include "core/config/disaggregation.hpp"
 #include "core/config/router_config.hpp"
+#include "core/config/worker_spec.hpp"
 #include "core/prompt/prompt_plan.hpp"
 
 namespace kvr {
@@ -26,6 +29,8 @@ struct worker_target {
   std::string base_path;  ///< "" or e.g. "/engine-a"
   std::string host_header;  ///< "host:port" ("[v6]:port"), sent as Host
   bool tls = false;         ///< an https:// worker (actors/tls/worker_tls.hpp)
+  worker_role role = worker_role::both;  ///< its pool in a disaggregated set
+  std::uint16_t bootstrap_port = default_bootstrap_port;  ///< SGLang prefill workers
 };
 
 /// Splits `http://host:port/prefix` (IPv6 hosts in brackets) into a target; why not, on a bad URL.
@@ -42,6 +47,7 @@ struct worker_set_route {
   std::string name;
   std::string model;
   router_config config;  ///< the set's effective config
+  std::optional<disaggregation_card> disaggregation;  ///< none: an aggregated set
   std::vector<worker_target> workers;
   scorer_actor scorer;
   std::vector<hasher_actor> hashers;  ///< empty: the set does not score prefix overlap

@@ -47,7 +47,8 @@ route_query query_of(const route_job& job) {
           .prompt_tokens = job.prompt_tokens > 0 ? job.prompt_tokens : job.request->prompt_tokens,
           .excluded_workers = job.excluded_workers,
           .dry_run = job.dry_run,
-          .session = job.session};
+          .session = job.session,
+          .disaggregate = job.disaggregate};
 }
 
 route_decision failure(route_failure why) {

@@ -2,10 +2,12 @@
 
 #include "app/mocker/http_server.hpp"
 #include "app/mocker/other_routes.hpp"
+#include "app/mocker/kv_transfer.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include <boost/asio.hpp>
@@ -37,7 +39,17 @@ struct http_server::impl {
   }
 
   impl(server_settings s, std::vector<std::unique_ptr<engine_loop>>& r, const prompt_tokenizer& p)
-      : settings(std::move(s)), ranks(r), prompts(p) {}
+      : settings(std::move(s)), ranks(r), prompts(p), leases(settings.kv_lease), block_hasher(1, settings.block_size) {}
+
+  // -- disaggregated serving -------------------------------------------------------------------
+  kv_leases leases;
+  const paged_cache block_hasher;  ///< computes a prompt's engine hashes (pure; shared read-only)
+  std::atomic<std::uint64_t> prefill_legs{0};     ///< prefill legs answered with transfer params
+  std::atomic<std::uint64_t> remote_prefills{0};  ///< decode legs whose KV was pulled and checked
+  std::atomic<std::uint64_t> transfer_failures{0};  ///< pulls that failed or did not match: recomputed here
+  std::atomic<std::uint64_t> transfers_served{0};
+  std::mutex last_params_mutex;
+  std::string last_params = "null";  ///< the last decode leg's kv_transfer_params
 
   std::atomic<std::size_t> rotation{0};
 
@@ -126,6 +138,23 @@ class session : public std::enable_shared_from_this<session> {
       for (const auto& rank : server_.ranks) rank->set_drop_pct(faults["drop_batches_pct"].get<double>());
       return respond(200, faults.dump());
     }
+    if (get && path.starts_with("/mocker/kv_transfer/")) {
+      auto hashes = server_.leases.take(path.substr(20));
+      if (!hashes) return respond(404, error_json("no such transfer (expired, or pulled already)", "NotFoundError", 404));
+      ++server_.transfers_served;
+      return respond(200, nlohmann::json{{"hashes", *hashes}}.dump());
+    }
+    if (get && path == "/mocker/pd") {
+      std::lock_guard lock(server_.last_params_mutex);
+      return respond(200, nlohmann::json{{"role", server_.settings.role},
+                                         {"prefill_legs", server_.prefill_legs.load()},
+                                         {"remote_prefills", server_.remote_prefills.load()},
+                                         {"transfer_failures", server_.transfer_failures.load()},
+                                         {"transfers_served", server_.transfers_served.load()},
+                                         {"leases", server_.leases.live()},
+                                         {"last_kv_transfer_params", nlohmann::json::parse(server_.last_params)}}
+                              .dump());
+    }
     if (post && (path == "/v1/completions" || path == "/v1/chat/completions"))
       return generate(request.body(), path == "/v1/chat/completions");
     if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/health" || path == "/metrics")
@@ -153,15 +182,70 @@ class session : public std::enable_shared_from_this<session> {
     if (!parsed) return respond(400, error_json(parsed.error(), "BadRequestError", 400));
     request_ = std::move(*parsed);
     id_ = server_.next_id++;
-    rank_ = &server_.least_loaded(rank_index_);
+    // The answer's words follow from the prompt: the same prompt reads the same on any worker,
+    // aggregated or disaggregated.
+    text_seed_ = 1469598103934665603ull;
+    for (std::uint32_t token : request_.prompt) text_seed_ = (text_seed_ ^ token) * 1099511628211ull;
     generated_ = 0;
     text_.clear();
     done_ = false;
+    const auto& transfer = request_.kv_transfer;
+    const std::string& role = server_.settings.role;
+    if (transfer && transfer->remote_decode && role == "decode")
+      return respond(400, error_json("this worker only decodes (--role decode): send prefill legs to a prefill worker", "BadRequestError", 400));
+    if (transfer && transfer->remote_prefill) {
+      if (role == "prefill")
+        return respond(400, error_json("this worker only prefills (--role prefill): send decode legs to a decode worker", "BadRequestError", 400));
+      {
+        std::lock_guard lock(server_.last_params_mutex);
+        server_.last_params = transfer->raw;
+      }
+      // Pull the prompt's blocks from the prefill worker, check them, then decode.
+      return pull_kv(stream_.get_executor(), transfer->remote_host, transfer->remote_port, transfer->remote_request_id,
+                     [self = shared_from_this()](pull_result pulled) { self->after_pull(std::move(pulled)); });
+    }
+    submit(false);
+  }
+
+  /// A decode leg's pull came back: blocks that match this prompt are used (transfer time);
+  /// anything else is counted and the prompt recomputed here.
+  void after_pull(pull_result pulled) {
+    const auto mine = server_.block_hasher.engine_hashes(request_.prompt, request_.images);
+    const bool matches = pulled.ok && pulled.hashes == mine;
+    if (matches) ++server_.remote_prefills;
+    else ++server_.transfer_failures;
+    submit(matches);
+  }
+
+  void submit(bool kv_pulled) {
+    rank_ = &server_.least_loaded(rank_index_);
     // The sink keeps the session alive until the sequence ends (the engine drops it then).
     auto executor = stream_.get_executor();
-    rank_->submit({id_, request_.prompt, request_.max_tokens, request_.images}, [self = shared_from_this(), executor](const sequence_output& out) {
+    sequence_request sequence{id_, request_.prompt, request_.max_tokens, request_.images};
+    sequence.kv_pulled = kv_pulled;
+    rank_->submit(std::move(sequence), [self = shared_from_this(), executor](const sequence_output& out) {
       asio::post(executor, [self, out] { self->on_output(out); });
     });
+  }
+
+  /// A prefill leg's answer: the blocks are leased for the decode worker, and the params say
+  /// where to pull them (vLLM's NIXL connector answers with the same keys).
+  std::string with_transfer_params(std::string body) {
+    auto answer = nlohmann::json::parse(body);
+    const std::string id = server_.leases.add(server_.block_hasher.engine_hashes(request_.prompt, request_.images));
+    nlohmann::json blocks = nlohmann::json::array();
+    for (std::uint32_t b = 0; b < (request_.prompt.size() + server_.settings.block_size - 1) / server_.settings.block_size; ++b)
+      blocks.push_back(b);
+    answer["kv_transfer_params"] = {{"do_remote_prefill", true},
+                                    {"do_remote_decode", false},
+                                    {"remote_engine_id", fmt::format("mocker-{}", server_.settings.port)},
+                                    {"remote_block_ids", std::move(blocks)},
+                                    {"remote_host", server_.settings.host},
+                                    {"remote_port", stream_.socket().local_endpoint().port()},
+                                    {"remote_request_id", id},
+                                    {"tp_size", 1}};
+    ++server_.prefill_legs;
+    return answer.dump();
   }
 
   void on_output(const sequence_output& out) {
@@ -175,13 +259,16 @@ class session : public std::enable_shared_from_this<session> {
     }
     const bool first = generated_ == 0;
     std::string piece;
-    for (std::uint32_t i = 0; i < out.new_tokens; ++i) piece += token_text(id_, generated_ + i);
+    for (std::uint32_t i = 0; i < out.new_tokens; ++i) piece += token_text(text_seed_, generated_ + i);
     generated_ += out.new_tokens;
     if (!request_.stream) {
       text_ += piece;
       if (out.finished) {
         done_ = true;
-        respond(200, final_body(request_, id_, text_, generated_));
+        std::string body = final_body(request_, id_, text_, generated_);
+        if (request_.kv_transfer && request_.kv_transfer->remote_decode && server_.settings.role != "decode")
+          body = with_transfer_params(std::move(body));
+        respond(200, std::move(body));
       }
       return;
     }
@@ -242,6 +329,7 @@ class session : public std::enable_shared_from_this<session> {
   bool keep_alive_ = true;
   mock_request request_;
   std::uint64_t id_ = 0;
+  std::uint64_t text_seed_ = 0;
   engine_loop* rank_ = nullptr;
   std::size_t rank_index_ = 0;
   std::uint32_t generated_ = 0;
@@ -289,6 +377,15 @@ std::string http_server::impl::metrics() const {
     out += fmt::format("vllm:cache_config_info{{block_size=\"{}\",enable_prefix_caching=\"True\",engine=\"{}\",num_gpu_blocks=\"{}\"}} 1.0\n",
                        s.block_size, r, s.num_blocks);
   }
+  out += fmt::format("# HELP kvrouter_mocker_pd_prefill_legs_total Prefill legs answered with kv_transfer_params.\n"
+                     "# TYPE kvrouter_mocker_pd_prefill_legs_total counter\nkvrouter_mocker_pd_prefill_legs_total {}\n"
+                     "# HELP kvrouter_mocker_pd_remote_prefills_total Decode legs whose KV was pulled and matched the prompt.\n"
+                     "# TYPE kvrouter_mocker_pd_remote_prefills_total counter\nkvrouter_mocker_pd_remote_prefills_total {}\n"
+                     "# HELP kvrouter_mocker_pd_transfer_failures_total Pulls that failed or did not match (recomputed).\n"
+                     "# TYPE kvrouter_mocker_pd_transfer_failures_total counter\nkvrouter_mocker_pd_transfer_failures_total {}\n",
+                     prefill_legs.load(), remote_prefills.load(), transfer_failures.load());
+  family("kvrouter_mocker_pulled_blocks_total", "KV blocks pulled from prefill workers.", "counter",
+         [](const rank_snapshot& s) { return s.counters.pulled_blocks; });
   family("kvrouter_mocker_cached_blocks", "Blocks in the prefix cache (referenced or not).", "gauge",
          [](const rank_snapshot& s) { return s.cached_blocks; });
   family("kvrouter_mocker_kv_event_batches_total", "KV-event batches published (sequence numbers used).", "counter",

@@ -6,7 +6,10 @@
 ///   GET  /mocker/cache                           the true cache contents of every rank
 ///   POST /mocker/restart                         an engine restart (KV-event sequence back to 0)
 ///   POST /mocker/faults {"drop_batches_pct": P}  change the KV-event drop rate at run time
+///   GET  /mocker/kv_transfer/ID                  a prefill worker's leased blocks (disaggregated serving)
+///   GET  /mocker/pd                              what the disaggregated roles did (counts, last params)
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,6 +25,12 @@ struct server_settings {
   std::uint16_t port = 8000;
   std::string model = "mock-model";
   std::size_t threads = 1;
+  /// Disaggregated serving: `prefill` answers a prefill leg with transfer params, `decode`
+  /// pulls a prefill worker's blocks, `both` does either (and aggregated requests).
+  std::string role = "both";
+  std::string pd = "vllm-nixl";  ///< the disaggregation protocol spoken
+  std::chrono::seconds kv_lease{30};  ///< how long a prefill worker holds a prompt's blocks for its decode worker
+  std::uint32_t block_size = 16;      ///< for the transfer's block hashes
 };
 
 class http_server {

@@ -34,6 +34,7 @@ struct options {
   publisher_settings events;
   std::string replay_endpoint;
   std::string event_format = "vllm-array";
+  std::uint32_t kv_lease_secs = 30;
 };
 
 using row = cli::option<options>;
@@ -46,6 +47,14 @@ const cli::option_table<options>& http_options() {
                          [](auto& o) -> auto& { return o.port_file; }, true),
       cli::text<options>("--model", "NAME", "the model name in answers and /v1/models", [](auto& o) -> auto& { return o.server.model; }, true),
       cli::integer<options>("--threads", "N", "HTTP threads", [](auto& o) -> auto& { return o.server.threads; }, 1, 64),
+      cli::choice<options>("--role", "ROLE",
+                           "disaggregated serving: prefill (answers prefill legs with kv_transfer_params), decode (pulls "
+                           "the prefill worker's blocks, checks their hashes, then decodes) or both",
+                           [](auto& o) -> auto& { return o.server.role; }, {"both", "prefill", "decode"}),
+      cli::choice<options>("--pd", "PROTOCOL", "the disaggregation protocol spoken",
+                           [](auto& o) -> auto& { return o.server.pd; }, {"vllm-nixl"}),
+      cli::integer<options>("--kv-lease-secs", "N", "how long a prefill worker holds a prompt's blocks for its decode worker",
+                            [](auto& o) -> auto& { return o.kv_lease_secs; }, 1, 3600),
   };
   return t;
 }
@@ -98,6 +107,8 @@ const cli::option_table<options>& engine_options() {
                          [](auto& o) -> auto& { return o.engine.timing.step_base_us; }, 0, 1e7),
       cli::real<options>("--decode-us-per-seq", "X", "per sequence in the decode batch",
                          [](auto& o) -> auto& { return o.engine.timing.decode_us_per_sequence; }, 0, 1e6),
+      cli::real<options>("--transfer-us-per-block", "X", "per KV block a decode worker pulls from a prefill worker",
+                         [](auto& o) -> auto& { return o.engine.timing.transfer_us_per_block; }, 0, 1e6),
   };
   return t;
 }
@@ -148,6 +159,8 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
     o.multimodal = o.image_rules;
     o.multimodal->image_token_id = *o.image_token_id;
   }
+  o.server.kv_lease = std::chrono::seconds(o.kv_lease_secs);
+  o.server.block_size = o.engine.block_size;
   if (!o.replay_endpoint.empty() && o.events.endpoint.empty())
     return std::unexpected("--replay-endpoint needs --kv-events-endpoint");
   return o;

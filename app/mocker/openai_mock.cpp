@@ -78,6 +78,19 @@ std::expected<mock_request, std::string> prompt_tokenizer::parse(std::string_vie
       out.max_tokens = static_cast<std::uint32_t>(n);
     }
   }
+  if (auto params = request.find("kv_transfer_params"); params != request.end() && params->is_object()) {
+    mock_request::transfer t;
+    t.raw = params->dump();
+    t.remote_decode = params->value("do_remote_decode", false) == true;
+    t.remote_prefill = params->value("do_remote_prefill", false) == true;
+    if (auto host = params->find("remote_host"); host != params->end() && host->is_string()) t.remote_host = host->get<std::string>();
+    if (auto port = params->find("remote_port"); port != params->end() && port->is_number_unsigned() && port->get<std::uint64_t>() <= 65535)
+      t.remote_port = port->get<std::uint16_t>();
+    if (auto id = params->find("remote_request_id"); id != params->end() && id->is_string()) t.remote_request_id = id->get<std::string>();
+    if (t.remote_prefill && (t.remote_host.empty() || t.remote_port == 0 || t.remote_request_id.empty()))
+      return std::unexpected("kv_transfer_params: do_remote_prefill needs remote_host, remote_port and remote_request_id");
+    out.kv_transfer = std::move(t);
+  }
   if (chat) {
     const auto messages = request.find("messages");
     if (messages == request.end() || !messages->is_array()) return std::unexpected("messages must be an array");

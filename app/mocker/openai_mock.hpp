@@ -29,6 +29,17 @@ struct mock_request {
   std::vector<std::uint32_t> prompt;
   std::vector<image_span> images;  ///< expanded image runs in `prompt` (multimodal, data URIs)
   std::uint32_t max_tokens = 16;
+  /// vLLM's NIXL connector fields (`kv_transfer_params`): a prefill leg asks for a remote
+  /// decode; a decode leg names the prefill worker to pull the prompt's KV from.
+  struct transfer {
+    bool remote_decode = false;
+    bool remote_prefill = false;
+    std::string remote_host;
+    std::uint16_t remote_port = 0;
+    std::string remote_request_id;
+    std::string raw;  ///< the object as received
+  };
+  std::optional<transfer> kv_transfer;
 };
 
 /// Turns prompts into token ids. Without a tokenizer, text is split on spaces and each word
@@ -51,7 +62,8 @@ class prompt_tokenizer {
   std::optional<multimodal_card> multimodal_;
 };
 
-/// Deterministic output text: token `index` of request `id`.
+/// Deterministic output text: token `index` of an answer seeded by `id` (the mocker seeds it
+/// with its prompt, so the same prompt gets the same answer on any worker).
 [[nodiscard]] std::string token_text(std::uint64_t id, std::uint32_t index);
 
 /// One SSE `data:` line for `text` (vLLM's chunk shape), with the finish reason on the last.

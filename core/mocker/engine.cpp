@@ -4,10 +4,10 @@
 
 namespace kvr::mocker {
 
-double timing_model::step_us(std::uint64_t prefill_tokens, std::uint32_t decode_batch) const {
-  if (prefill_tokens == 0 && decode_batch == 0) return 0;
+double timing_model::step_us(std::uint64_t prefill_tokens, std::uint32_t decode_batch, std::uint64_t transferred_blocks) const {
+  if (prefill_tokens == 0 && decode_batch == 0 && transferred_blocks == 0) return 0;
   const double us = step_base_us + prefill_us_per_token * static_cast<double>(prefill_tokens) +
-                    decode_us_per_sequence * decode_batch;
+                    decode_us_per_sequence * decode_batch + transfer_us_per_block * static_cast<double>(transferred_blocks);
   return us / std::max(speedup, 1e-9);
 }
 
@@ -53,7 +53,7 @@ step_result engine::step() {
   }
 
   // Admit in arrival order while blocks and the batch size allow (FCFS: the head blocks the rest).
-  std::uint64_t prefill_tokens = 0;
+  std::uint64_t prefill_tokens = 0, transferred_blocks = 0;
   while (!waiting_.empty() && running_.size() < settings_.max_num_seqs) {
     if (settings_.max_num_batched_tokens > 0 && prefill_tokens >= settings_.max_num_batched_tokens) break;
     sequence_request& next = waiting_.front();
@@ -64,7 +64,13 @@ step_result engine::step() {
     counters_.prefix_queries_tokens += next.tokens.size();
     counters_.prefix_hits_tokens += cached;
     counters_.prompt_tokens += next.tokens.size();
-    prefill_tokens += next.tokens.size() - cached;
+    if (next.kv_pulled) {
+      const std::uint64_t pulled = cache_.blocks_needed(next.tokens.size(), 0) - blocks->reused_blocks;
+      transferred_blocks += pulled;
+      counters_.pulled_blocks += pulled;
+    } else {
+      prefill_tokens += next.tokens.size() - cached;
+    }
     const std::uint64_t id = next.id;
     running_sequence s{std::move(next), std::move(*blocks), 1, true, cached};
     waiting_.pop_front();
@@ -83,7 +89,7 @@ step_result engine::step() {
     std::erase(admission_order_, out.id);
     ++counters_.finished_requests;
   }
-  result.duration_us = settings_.timing.step_us(prefill_tokens, decode_batch);
+  result.duration_us = settings_.timing.step_us(prefill_tokens, decode_batch, transferred_blocks);
   return result;
 }
 

@@ -22,9 +22,12 @@ struct timing_model {
   double prefill_us_per_token = 50.0;  ///< per uncached prompt token (20k tokens/s: a mid-size model on one GPU)
   double step_base_us = 2000.0;        ///< fixed cost of a step that does any work
   double decode_us_per_sequence = 150.0;  ///< per sequence in the decode batch
+  /// Per KV block a decode worker pulls from a prefill worker (disaggregated serving).
+  double transfer_us_per_block = 20.0;
   double speedup = 1.0;                ///< all times divided by this
 
-  [[nodiscard]] double step_us(std::uint64_t prefill_tokens, std::uint32_t decode_batch) const;
+  [[nodiscard]] double step_us(std::uint64_t prefill_tokens, std::uint32_t decode_batch,
+                               std::uint64_t transferred_blocks = 0) const;
 };
 
 struct engine_settings {
@@ -43,6 +46,9 @@ struct sequence_request {
   std::vector<std::uint32_t> tokens;
   std::uint32_t max_new_tokens = 16;
   std::vector<image_span> images;  ///< expanded image placeholder runs in `tokens`, with their hashes
+  /// The prompt's KV was computed by a prefill worker: the blocks not cached here are pulled
+  /// (transfer time per block), not prefilled.
+  bool kv_pulled = false;
 };
 
 /// What one sequence got out of a step.
@@ -69,6 +75,7 @@ struct engine_counters {
   std::uint64_t generation_tokens = 0;
   std::uint64_t finished_requests = 0;
   std::uint64_t aborted_requests = 0;
+  std::uint64_t pulled_blocks = 0;  ///< blocks of remote-prefilled prompts transferred in
 };
 
 class engine {
