@@ -12,19 +12,21 @@
 #   config:  config files, worker specs and URLs, seeded with the example config;
 #   metrics: engines' /metrics answers (Prometheus text), seeded with vLLM- and SGLang-shaped ones;
 #   peers:   scripts of replica-sync messages through the peer-wire decoder and the merge of
-#            remote bookings, seeded with every message shape.
+#            remote bookings, seeded with every message shape;
+#   pd:      bodies through the disaggregated legs' rewrites and prefill answers through the
+#            transfer-params reader, seeded with chat, completion and /generate bodies.
 #
 # Sources compile two at a time, then link (the request target alone took 2.5 min serially).
 #
 # clang-16: libstdc++ 12 gates <expected> on __cpp_concepts >= 202002L; clang 16 implements
 # what that needs (P0848) but still advertises 201907L, so the macro is raised for this build.
 #
-#   tests/fuzz/run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers WORK_DIR [extra libFuzzer flags]
+#   tests/fuzz/run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers|pd WORK_DIR [extra libFuzzer flags]
 #   (longer runs: add -max_total_time=3600 -runs=-1; a crash leaves its input in WORK_DIR)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-target=${1:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers WORK_DIR}
-work=${2:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers WORK_DIR}
+target=${1:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers|pd WORK_DIR}
+work=${2:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers|pd WORK_DIR}
 shift 2
 mkdir -p "$work/corpus-$target"
 binary="$work/${target}_fuzz"
@@ -59,6 +61,9 @@ case "$target" in
   peers)
     sources=(tests/fuzz/peer_fuzz.cpp core/replica/peer_wire.cpp core/replica/remote_bookings.cpp core/replica/peer_subjects.cpp
              core/routing/active_sequences.cpp core/kv/msgpack_view.cpp)
+    libs=(-lfmt) ;;
+  pd)
+    sources=(tests/fuzz/pd_fuzz.cpp core/disagg/json_members.cpp core/disagg/pd_requests.cpp core/common/json_shape.cpp)
     libs=(-lfmt) ;;
   *) echo "unknown fuzz target $target" >&2; exit 2 ;;
 esac
@@ -107,6 +112,11 @@ elif target == "metrics":
     (dst / "seed-sglang").write_text(
         'sglang:num_queue_reqs{model_name="m"} 1\nsglang:num_running_reqs{model_name="m"} 4\n'
         'sglang:token_usage{model_name="m"} 0.28\nsglang:max_prefill_tokens{name="m"} 16384.0\n')
+elif target == "pd":
+    (dst / "seed-chat").write_text('{"model":"m","messages":[{"role":"user","content":"hi \\u00e9"}],"stream":true,"stream_options":{"include_usage":true},"max_tokens":5,"min_tokens":1,"n":1}')
+    (dst / "seed-completion").write_text('{"model":"m","prompt":[1,2,3],"max_completion_tokens":7,"stream":false}')
+    (dst / "seed-generate").write_text('{"text":["a","b"],"sampling_params":{"max_new_tokens":4}}')
+    (dst / "seed-answer").write_text('{"id":"x","choices":[{"text":"a"}],"kv_transfer_params":{"remote_host":"h","remote_block_ids":[1,2]}}')
 elif target == "peers":
     import msgpack
     def framed(payload, step=5): return struct.pack(">H", len(payload)) + payload + bytes([step])
