@@ -146,7 +146,8 @@ std::string usage() {
          "Routes: POST /v1/completions, /v1/chat/completions; GET /v1/models, /health, /metrics (vLLM\n"
          "names: vllm:num_requests_running, vllm:prefix_cache_queries_total, ...); GET /mocker/cache (the\n"
          "true cache contents per rank); POST /mocker/restart (an engine restart); POST /mocker/faults\n"
-         "{\"drop_batches_pct\": P} (change the drop rate at run time).\n";
+         "{\"drop_batches_pct\": P} (change the drop rate at run time); GET /mocker/kv_transfer/ID (a prefill\n"
+         "worker's leased blocks, for --role decode peers); GET /mocker/pd (what the roles did).\n";
 }
 
 std::expected<options, std::string> parse(const std::vector<std::string>& args) {

@@ -187,8 +187,9 @@ std::expected<void, config_error> validate_roles(const std::vector<worker_spec>&
   if (!disaggregation) {
     for (const worker_spec& w : workers)
       if (w.role != worker_role::both)
-        return fail(fmt::format("{}: worker \"{}\" has role {}, but the set is not disaggregated (give it "
-                                "\"disaggregation\": {{\"protocol\": \"vllm-nixl\" | \"sglang\"}})",
+        return fail(fmt::format("{}: worker \"{}\" has role {}, but the set is not disaggregated (give the card "
+                                "\"disaggregation\": {{\"protocol\": \"vllm-nixl\"}}, or --disaggregation vllm-nixl on "
+                                "the command line)",
                                 where, w.id.empty() ? w.url : w.id, to_string(w.role)));
     return {};
   }
