@@ -142,15 +142,17 @@ route_verdict request_router::on_prefill_failed(std::string_view why) {
   tell_scorer(lifecycle_event::kind::worker_failed, prefill_leg_id(request_id_), *prefill_worker_);
   finished();  // the decode leg never started
   const std::uint32_t failed = *prefill_worker_;
+  return retry_without(failed, fmt::format("{} on prefill worker {}", why, set_->workers[failed].name));
+}
+
+route_verdict request_router::retry_without(std::uint32_t failed, std::string_view last_failure) {
   excluded_.push_back(failed);
   if (attempts_ <= limits_.max_retries && !options_.pinned_worker) {
     probe_.retried();
     return route();
   }
   return answer({api_errc::worker_failed,
-                 fmt::format("workers failed before answering ({} attempts; last: {} on prefill worker {})", attempts_, why,
-                             set_->workers[failed].name),
-                 {}});
+                 fmt::format("workers failed before answering ({} attempts; last: {})", attempts_, last_failure), {}});
 }
 
 route_verdict request_router::proxy_to(std::uint32_t worker) {
@@ -168,15 +170,7 @@ void request_router::blame_worker() {
 route_verdict request_router::on_worker_failed(std::string_view why) {
   prefill_done();
   blame_worker();
-  excluded_.push_back(worker_);
-  if (attempts_ <= limits_.max_retries && !options_.pinned_worker) {
-    probe_.retried();
-    return route();
-  }
-  return answer({api_errc::worker_failed,
-                 fmt::format("workers failed before answering ({} attempts; last: {} on {})", attempts_, why,
-                             set_->workers[worker_].name),
-                 {}});
+  return retry_without(worker_, fmt::format("{} on {}", why, set_->workers[worker_].name));
 }
 
 route_verdict request_router::answer_dry_run(const route_decision& decision) const {

@@ -126,6 +126,8 @@ class request_router {
 
  private:
   [[nodiscard]] route_verdict proxy_to(std::uint32_t worker);
+  /// `failed` is left out of the next pick, made while attempts remain; else the client gets 502.
+  [[nodiscard]] route_verdict retry_without(std::uint32_t failed, std::string_view last_failure);
   [[nodiscard]] route_verdict route_locally();
   [[nodiscard]] route_verdict answer_dry_run(const route_decision& decision) const;
   [[nodiscard]] static route_verdict answer(const api_error& error);

@@ -40,4 +40,14 @@ inline std::vector<std::uint64_t> request_hashes(const std::vector<std::uint32_t
   return sequence;
 }
 
+/// A batch storing blocks `block_ids` as one chain starting at the sequence's start (engine
+/// hash of block b: 1000 + b).
+inline kv_batch stored_batch(const std::vector<std::uint32_t>& block_ids) {
+  std::vector<std::uint64_t> engine_hashes;
+  for (std::uint32_t id : block_ids) engine_hashes.push_back(1000 + id);
+  kv_batch batch;
+  batch.events.emplace_back(make_stored(engine_hashes, std::nullopt, block_ids));
+  return batch;
+}
+
 }  // namespace kvr::testing

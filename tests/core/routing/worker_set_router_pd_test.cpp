@@ -11,6 +11,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::make_stored;
 using testing::request_hashes;
+using testing::stored_batch;
 using testing::test_block_size;
 
 const time_point t0{};
@@ -24,14 +25,6 @@ worker_set_router_settings pd_set(disaggregation_card card = {}) {
   settings.disaggregation = card;
   settings.max_request_age = 1h;
   return settings;
-}
-
-kv_batch stored_batch(const std::vector<std::uint32_t>& block_ids) {
-  std::vector<std::uint64_t> engine_hashes;
-  for (std::uint32_t id : block_ids) engine_hashes.push_back(1000 + id);
-  kv_batch batch;
-  batch.events.emplace_back(make_stored(engine_hashes, std::nullopt, block_ids));
-  return batch;
 }
 
 route_query pair_query(std::uint64_t id, const std::vector<std::uint64_t>& hashes, bool disaggregate = true) {

@@ -12,6 +12,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::make_stored;
 using testing::request_hashes;
+using testing::stored_batch;
 using testing::test_block_size;
 
 const time_point t0{};
@@ -26,15 +27,6 @@ worker_set_router_settings kv_set(std::uint32_t workers, std::vector<std::uint32
   settings.index_grace = 60s;
   settings.max_request_age = 1h;
   return settings;
-}
-
-/// A batch storing blocks `block_ids` as one chain starting at the sequence's start.
-kv_batch stored_batch(const std::vector<std::uint32_t>& block_ids) {
-  std::vector<std::uint64_t> engine_hashes;
-  for (std::uint32_t id : block_ids) engine_hashes.push_back(1000 + id);
-  kv_batch batch;
-  batch.events.emplace_back(make_stored(engine_hashes, std::nullopt, block_ids));
-  return batch;
 }
 
 struct query_builder {
