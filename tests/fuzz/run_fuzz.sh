@@ -41,7 +41,7 @@ case "$target" in
              core/routing/prefix_index.cpp core/kv/block_hash.cpp)
     libs=(-lfmt -lxxhash) ;;
   media)
-    sources=(tests/fuzz/media_fuzz.cpp core/media/media.cpp core/media/base64.cpp core/config/router_file.cpp core/config/router_config.cpp
+    sources=(tests/fuzz/media_fuzz.cpp core/media/media.cpp core/media/base64.cpp core/config/router_file.cpp core/config/router_config.cpp core/config/disaggregation.cpp
              core/config/worker_spec.cpp core/common/http_url.cpp core/common/json_shape.cpp)
     libs=(-lfmt -lxxhash -lwebp -lcrypto) ;;
   request)
@@ -52,7 +52,7 @@ case "$target" in
              core/prompt/jinja/parser.cpp core/prompt/jinja/builtins.cpp core/prompt/jinja/template.cpp)
     libs=(-lfmt -lxxhash -lsimdjson -lpcre2-8 -lutf8proc -DKVR_SOURCE_DIR="\"$repo\"") ;;
   config)
-    sources=(tests/fuzz/config_fuzz.cpp core/config/router_file.cpp core/config/router_config.cpp core/config/worker_spec.cpp
+    sources=(tests/fuzz/config_fuzz.cpp core/config/router_file.cpp core/config/router_config.cpp core/config/disaggregation.cpp core/config/worker_spec.cpp
              core/common/http_url.cpp core/common/json_shape.cpp)
     libs=(-lfmt) ;;
   metrics)
