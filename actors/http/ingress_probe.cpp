@@ -37,8 +37,8 @@ void ingress_probe::write_metrics(std::string& out) const {
          "counter", tokenized_locally_);
   metric("kvrouter_overloaded_total", "Requests refused because routing was saturated.", "counter", overloaded_);
   out += "# HELP kvrouter_pd_requests_total Requests of disaggregated sets by how they ran: disaggregated (prefill and "
-         "decode legs), local (kept on the decode worker by max_local_prefill_tokens), aggregated_fallback (n > 1, or a "
-         "prefill answer without kv_transfer_params).\n# TYPE kvrouter_pd_requests_total counter\n";
+         "decode legs), local (kept on the decode worker by max_local_prefill_tokens), aggregated_fallback (run whole on a "
+         "decode worker: routes that are not split, n > 1, pinned requests, a prefill answer without kv_transfer_params).\n# TYPE kvrouter_pd_requests_total counter\n";
   for (auto [path, name] : {std::pair{pd_path::disaggregated, "disaggregated"}, std::pair{pd_path::local, "local"},
                             std::pair{pd_path::aggregated_fallback, "aggregated_fallback"}})
     out += fmt::format("kvrouter_pd_requests_total{{path=\"{}\"}} {}\n", name, pd_paths_[static_cast<std::size_t>(path)].load());

@@ -605,9 +605,8 @@ class session final : public std::enable_shared_from_this<session>, public timed
     const std::string prefill_name = router_.prefill_worker()->name;
     switch (outcome.what) {
       case kind::cancelled:  // the client left: nobody's failure but the client's
-        router_.finished();
         log_access("client_left", 0, 0);
-        return close_after_client_left();
+        return client_left_during_request();
       case kind::timed_out:
         server_.probe.pd_prefill_timed_out();
         router_.finished();
@@ -618,9 +617,8 @@ class session final : public std::enable_shared_from_this<session>, public timed
       case kind::worker_failed:
         server_.probe.pd_prefill_failed();
         if (client_gone_) {
-          router_.finished();
           log_access("client_left", 0, 0);
-          return close_after_client_left();
+          return client_left_during_request();
         }
         state_ = state::routing;
         return act(router_.on_prefill_failed(outcome.detail));

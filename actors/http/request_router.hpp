@@ -145,11 +145,11 @@ class request_router {
   std::uint64_t request_id_ = 0;
   sink_factory make_sink_;
   request_options options_;
-  bool routed_locally_ = false;
-  bool finished_ = false;  ///< the current attempt's booking was released
+  bool routed_locally_ = false;  ///< picked by this thread (round-robin, random), not the scorer
+  bool finished_ = false;        ///< the current attempt's booking was released
   std::optional<std::uint32_t> prefill_worker_;  ///< a disaggregated attempt's prefill worker
   bool prefill_open_ = false;                    ///< its booking is not released yet
-  bool local_prefill_ = false;  ///< picked by this thread (round-robin, random), not the scorer
+  bool local_prefill_ = false;  ///< the scorer kept a disaggregated request on its decode worker
   std::vector<std::uint32_t> excluded_;
   std::uint32_t attempts_ = 0;
   std::uint32_t worker_ = 0;

@@ -81,18 +81,14 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
   for (const worker_spec& w : card.workers) {
     auto target = make_worker_target(w.id, w.url);
     if (!target) return std::unexpected(fmt::format("worker set {}: worker {}: {}", card.name, w.url, target.error()));
-    target->role = w.role;
-    target->bootstrap_port = w.bootstrap_port;
     set.workers.push_back(std::move(*target));
   }
   set.disaggregation = card.disaggregation;
   scorer_settings scorer_config;
   worker_set_router_settings& routing = scorer_config.routing;
   routing.config = config;
-  for (const worker_target& w : set.workers) {
-    routing.worker_names.push_back(w.name);
-    routing.worker_roles.push_back(w.role);
-  }
+  for (const worker_target& w : set.workers) routing.worker_names.push_back(w.name);
+  for (const worker_spec& w : card.workers) routing.worker_roles.push_back(w.role);
   routing.disaggregation = card.disaggregation;
   routing.unhealthy_backoff = serve.unhealthy_backoff;
   // Ties are broken at random, differently per process: replicas with one seed would make the

@@ -159,7 +159,7 @@ std::expected<std::string, std::string> edit_members(std::string_view object, st
     append_member(out, first, key, *edits[e].json_value);
   }
   for (std::size_t e = 0; e < edits.size(); ++e)
-    if (edits[e].json_value && !done[e]) append_member(out, first, edits[e].key, *edits[e].json_value);
+    if (edits[e].json_value && !done[e] && !edits[e].only_if_present) append_member(out, first, edits[e].key, *edits[e].json_value);
   out += '}';
   return out;
 }

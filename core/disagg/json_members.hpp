@@ -14,10 +14,12 @@
 namespace kvr {
 
 /// One edit: remove `key` (no value), or set it to `json_value` (replacing it where present,
-/// else appended). `json_value` must be valid JSON text; it is inserted as given.
+/// else appended unless `only_if_present`). `json_value` must be valid JSON text; it is
+/// inserted as given.
 struct member_edit {
   std::string_view key;
   std::optional<std::string_view> json_value;
+  bool only_if_present = false;
 };
 
 /// The body with `edits` applied. A key that appears more than once (JSON parsers keep the

@@ -19,13 +19,12 @@ constexpr std::string_view remote_decode_params =
 }  // namespace
 
 std::expected<std::string, std::string> vllm_prefill_body(std::string_view body) {
-  std::array<member_edit, 6> edits{{{"kv_transfer_params", remote_decode_params},
-                                    {"stream", "false"},
-                                    {"max_tokens", "1"},
-                                    {"stream_options", std::nullopt},
-                                    {"min_tokens", std::nullopt},
-                                    {"max_completion_tokens", std::nullopt}}};
-  if (member_value(body, "max_completion_tokens")) edits[5].json_value = "1";
+  const std::array<member_edit, 6> edits{{{"kv_transfer_params", remote_decode_params},
+                                          {"stream", "false"},
+                                          {"max_tokens", "1"},
+                                          {"stream_options", std::nullopt},
+                                          {"min_tokens", std::nullopt},
+                                          {"max_completion_tokens", "1", true}}};
   return edit_members(body, edits);
 }
 
