@@ -121,7 +121,8 @@ TEST(worker_set_router_pd, with_every_decode_worker_down_a_pair_cannot_be_made) 
 TEST(worker_set_router_pd, a_retry_excludes_the_failed_worker_from_its_pool) {
   worker_set_router router(pd_set());
   const std::vector<std::uint32_t> excluded{1, 3};
-  route_query query = pair_query(1, request_hashes({1, 2}));
+  const auto hashes = request_hashes({1, 2});  // outlives the query, which only views it
+  route_query query = pair_query(1, hashes);
   query.excluded_workers = excluded;
   const route_decision decision = router.decide(query, t0);
   ASSERT_TRUE(decision.ok());
