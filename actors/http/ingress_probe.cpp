@@ -4,11 +4,22 @@
 
 namespace kvr::ingress {
 
-void ingress_probe::pd_prefill_took(double seconds) {
+void seconds_histogram::add(double seconds) {
   std::size_t bucket = 0;
-  while (bucket < pd_prefill_buckets.size() && seconds > pd_prefill_buckets[bucket]) ++bucket;
-  bump(pd_prefill_counts_[bucket]);
-  pd_prefill_micros_.fetch_add(static_cast<std::uint64_t>(seconds * 1e6), std::memory_order_relaxed);
+  while (bucket < buckets_.size() && seconds > buckets_[bucket]) ++bucket;
+  counts_[bucket].fetch_add(1, std::memory_order_relaxed);
+  micros_.fetch_add(static_cast<std::uint64_t>(seconds * 1e6), std::memory_order_relaxed);
+}
+
+void seconds_histogram::write(std::string& out, std::string_view name, std::string_view help) const {
+  out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  std::uint64_t cumulative = 0;
+  for (std::size_t b = 0; b < counts_.size(); ++b) {
+    cumulative += counts_[b].load();
+    if (b < buckets_.size()) out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, buckets_[b], cumulative);
+    else out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n", name, cumulative);
+  }
+  out += fmt::format("{}_sum {}\n{}_count {}\n", name, static_cast<double>(micros_.load()) / 1e6, name, cumulative);
 }
 
 void ingress_probe::write_metrics(std::string& out) const {
@@ -50,17 +61,10 @@ void ingress_probe::write_metrics(std::string& out) const {
          pd_prefill_timeouts_);
   metric("kvrouter_pd_prefill_error_statuses_total", "Prefill legs answered with an error status (passed to the client).",
          "counter", pd_prefill_error_statuses_);
-  out += "# HELP kvrouter_pd_prefill_seconds Prefill legs from sending to their whole answer.\n"
-         "# TYPE kvrouter_pd_prefill_seconds histogram\n";
-  std::uint64_t cumulative = 0;
-  for (std::size_t b = 0; b < pd_prefill_counts_.size(); ++b) {
-    cumulative += pd_prefill_counts_[b].load();
-    out += b < pd_prefill_buckets.size()
-               ? fmt::format("kvrouter_pd_prefill_seconds_bucket{{le=\"{}\"}} {}\n", pd_prefill_buckets[b], cumulative)
-               : fmt::format("kvrouter_pd_prefill_seconds_bucket{{le=\"+Inf\"}} {}\n", cumulative);
-  }
-  out += fmt::format("kvrouter_pd_prefill_seconds_sum {}\nkvrouter_pd_prefill_seconds_count {}\n",
-                     static_cast<double>(pd_prefill_micros_.load()) / 1e6, cumulative);
+  pd_prefill_seconds_.write(out, "kvrouter_pd_prefill_seconds", "Prefill legs from sending to their whole answer.");
+  pd_decode_first_byte_seconds_.write(out, "kvrouter_pd_decode_first_byte_seconds",
+                                      "Decode legs from sending to their first answer bytes (the decode leg's TTFT).");
+  pd_decode_seconds_.write(out, "kvrouter_pd_decode_seconds", "Decode legs from sending to their whole answer.");
   out += "# HELP kvrouter_responses_total Responses by status class.\n# TYPE kvrouter_responses_total counter\n";
   for (std::size_t c = 1; c < responses_by_class_.size(); ++c)
     out += fmt::format("kvrouter_responses_total{{code=\"{}xx\"}} {}\n", c, responses_by_class_[c].load());

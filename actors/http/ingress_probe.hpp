@@ -7,8 +7,22 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace kvr::ingress {
+
+/// A latency histogram in seconds (Prometheus buckets 5 ms .. 10 s), filled from any thread.
+class seconds_histogram {
+ public:
+  void add(double seconds);
+  /// The family `name` (HELP `help`) in Prometheus text format, appended to `out`.
+  void write(std::string& out, std::string_view name, std::string_view help) const;
+
+ private:
+  static constexpr std::array<double, 10> buckets_{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
+  std::array<std::atomic<std::uint64_t>, buckets_.size() + 1> counts_{};  ///< last = +Inf
+  std::atomic<std::uint64_t> micros_{0};
+};
 
 class ingress_probe {
  public:
@@ -41,7 +55,10 @@ class ingress_probe {
   void pd_prefill_timed_out() { bump(pd_prefill_timeouts_); }
   void pd_prefill_error_status() { bump(pd_prefill_error_statuses_); }
   /// A prefill leg's time from sending to its whole answer.
-  void pd_prefill_took(double seconds);
+  void pd_prefill_took(double seconds) { pd_prefill_seconds_.add(seconds); }
+  /// A decode leg's time from sending to its first answer bytes (its TTFT), and to its end.
+  void pd_decode_first_bytes_after(double seconds) { pd_decode_first_byte_seconds_.add(seconds); }
+  void pd_decode_took(double seconds) { pd_decode_seconds_.add(seconds); }
   void responded(unsigned status) { bump(responses_by_class_[std::min(status / 100, 5u)]); }
 
   /// The ingress's families in Prometheus text format, appended to `out`.
@@ -69,9 +86,9 @@ class ingress_probe {
   std::atomic<std::uint64_t> pd_prefill_failures_{0};
   std::atomic<std::uint64_t> pd_prefill_timeouts_{0};
   std::atomic<std::uint64_t> pd_prefill_error_statuses_{0};
-  static constexpr std::array<double, 10> pd_prefill_buckets{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
-  std::array<std::atomic<std::uint64_t>, pd_prefill_buckets.size() + 1> pd_prefill_counts_{};  ///< last = +Inf
-  std::atomic<std::uint64_t> pd_prefill_micros_{0};
+  seconds_histogram pd_prefill_seconds_;
+  seconds_histogram pd_decode_first_byte_seconds_;
+  seconds_histogram pd_decode_seconds_;
 };
 
 }  // namespace kvr::ingress

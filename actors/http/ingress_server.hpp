@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -72,10 +73,12 @@ class timed {
 /// What one I/O thread owns: its io_context, acceptor, idle upstream connections, JSON parser,
 /// its connections' deadlines, and the routing it does itself.
 struct io_thread {
-  explicit io_thread(std::uint64_t seed) : local(seed) {}
+  explicit io_thread(std::uint64_t seed)
+      : local(seed), bootstrap_rooms((std::uint64_t{std::random_device{}()} << 32) | std::random_device{}()) {}
 
-  /// Swept for deadlines. Declared before `io`: destroying `io` destroys the handlers that own
-  /// the last connections, whose destructors leave this list.
+  /// Swept for deadlines: client connections and disaggregated requests' prefill legs. Declared
+  /// before `io`: destroying `io` destroys the handlers that own the last of them, whose
+  /// destructors leave this list.
   std::list<timed*> connections;
   asio::io_context io{1};
   std::optional<tcp::acceptor> acceptor;
@@ -83,6 +86,9 @@ struct io_thread {
   std::unordered_map<std::string, std::vector<std::unique_ptr<upstream_connection>>> idle;  ///< by worker URL
   request_parser json;
   local_router local;
+  /// SGLang's bootstrap rooms: seeded per process, so replicas sharing a prefill worker never
+  /// hand out the same rooms.
+  std::mt19937_64 bootstrap_rooms;
   lifecycle_reporter lifecycle;
   asio::steady_timer lifecycle_timer{io};
   asio::steady_timer sweep_timer{io};

@@ -56,8 +56,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
         thread_(thread),
         client_(std::move(socket)),
         router_(thread, server.probe, {server.settings.max_retries, server.settings.max_routing_in_flight}),
-        stream_(server, thread, client_, *this),
-        prefill_(server, thread) {
+        stream_(server, thread, client_, *this) {
     registration_ = thread_.connections.insert(thread_.connections.end(), this);
     server_.probe.connection_opened();
   }
@@ -74,7 +73,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
       case state::reading_request:  // an idle keep-alive connection, or a client too slow
       case state::answering: return close();
       case state::proxying: return stream_.on_deadline();
-      case state::prefilling: return prefill_.on_deadline();
+      case state::prefilling:  // the prefill leg has its own deadline
       case state::routing:
       case state::closed: return;
     }
@@ -99,11 +98,26 @@ class session final : public std::enable_shared_from_this<session>, public timed
   void expire_after(std::chrono::seconds timeout) override { deadline = clock_type::now() + timeout; }
   void on_first_bytes() override {
     if (!first_bytes_) first_bytes_ = clock_type::now();
+    decode_leg_answering();
     router_.first_token();
   }
-  void on_answer_received() override { router_.finished(); }
+  void on_answer_received() override {
+    decode_leg_answering();
+    if (std::exchange(decode_leg_, false)) server_.probe.pd_decode_took(seconds_since(decode_started_));
+    router_.finished();
+  }
+
+  /// SGLang: a decode worker failing while its prefill leg still runs may fail because of it
+  /// (no KV came); its answer waits for the prefill's outcome, which decides whose failure it is.
+  bool answer_may_start(unsigned status) override {
+    return !(status >= 500 && decode_leg_ && prefill_ && prefill_->running() &&
+             router_.set().disaggregation->protocol == pd_protocol::sglang);
+  }
 
   void on_early_end(proxy_stream::early_end why, std::string detail) override {
+    cancel_prefill();  // SGLang's concurrent prefill leg goes with its decode leg
+    decode_leg_ = false;
+    if (auto cut = std::exchange(decode_cut_, std::nullopt); cut && !client_gone_) return after_decode_cut(std::move(*cut));
     switch (why) {
       case proxy_stream::early_end::client_gone:
         log_access("client_left", 0, 0);
@@ -125,6 +139,9 @@ class session final : public std::enable_shared_from_this<session>, public timed
   }
 
   void on_late_end(proxy_stream::late_end why, unsigned status) override {
+    cancel_prefill();
+    decode_cut_.reset();  // the decode leg answered before its cut took effect
+    decode_leg_ = false;
     router_.finished();
     if (!first_bytes_) first_bytes_ = clock_type::now();  // the whole answer came in one read
     log_access(why == proxy_stream::late_end::completed     ? "completed"
@@ -552,7 +569,8 @@ class session final : public std::enable_shared_from_this<session>, public timed
           log_access("client_left", 0, 0);
           return close_after_client_left();
         }
-        if (router_.prefill_worker() != nullptr) return start_prefill();
+        if (router_.prefill_worker() != nullptr)
+          return router_.set().disaggregation->protocol == pd_protocol::sglang ? start_sglang_legs() : start_prefill();
         if (router_.set().disaggregation) server_.probe.pd_ran(router_.local_prefill() ? ingress_probe::pd_path::local
                                                                                        : ingress_probe::pd_path::aggregated_fallback);
         return start_decode(nullptr);
@@ -563,6 +581,9 @@ class session final : public std::enable_shared_from_this<session>, public timed
   /// leg with its rewritten `body`.
   void start_decode(const std::string* body) {
     state_ = state::proxying;
+    decode_leg_ = body != nullptr;
+    decode_first_bytes_seen_ = false;
+    if (decode_leg_) decode_started_ = clock_type::now();
     stream_.start(router_.worker(), request_, keep_alive_,
                   {.request_id = request_id_,
                    .client_sent_id = client_sent_id_,
@@ -573,18 +594,45 @@ class session final : public std::enable_shared_from_this<session>, public timed
   }
 
   // -- disaggregated requests (docs/disaggregation.md) ----------------------------------------
-  /// Completions and chats of a disaggregated set run as two legs, unless they ask for several
-  /// choices (vLLM's proxy runs those aggregated too).
+  /// Completions and chats of a disaggregated set run as two legs, and SGLang's `/generate`.
+  /// vLLM runs requests asking for several choices aggregated (as its own proxy does); an
+  /// SGLang decode worker serves nothing without a bootstrap room, so SGLang splits them too.
   [[nodiscard]] bool splits_into_legs(const worker_set_route& set, const routing_request& request) const {
     if (!set.disaggregation) return false;
+    if (set.disaggregation->protocol == pd_protocol::sglang)
+      return request.endpoint == api_endpoint::chat_completions || request.endpoint == api_endpoint::completions ||
+             request.endpoint == api_endpoint::generate;
     const bool generative = request.endpoint == api_endpoint::chat_completions || request.endpoint == api_endpoint::completions;
-    return generative && set.disaggregation->protocol == pd_protocol::vllm_nixl && !asks_for_several_choices(request_.body());
+    return generative && !asks_for_several_choices(request_.body());
+  }
+
+  /// Starts a prefill leg of `body` on the chosen prefill worker; `done` gets its outcome.
+  void start_prefill_leg(std::string body, upstream_exchange::done_handler done) {
+    const worker_target& worker = *router_.prefill_worker();
+    std::string head = upstream_request_head(worker, request_, body.size(), request_id_, client_sent_id_,
+                                             server_.settings.forward_authorization);
+    prefill_started_ = clock_type::now();
+    prefill_ = std::make_shared<upstream_exchange>(server_, thread_);
+    prefill_->start(worker, std::move(head), std::move(body), server_.settings.pd_timeout, shared_from_this(), std::move(done));
+  }
+
+  void cancel_prefill() {
+    if (prefill_ && prefill_->running()) prefill_->cancel();
+  }
+
+  [[nodiscard]] static double seconds_since(clock_type::time_point start) {
+    return std::chrono::duration<double>(clock_type::now() - start).count();
+  }
+
+  /// The decode leg's first answer bytes (or all of it in one read): its TTFT, once per leg.
+  void decode_leg_answering() {
+    if (!decode_leg_ || std::exchange(decode_first_bytes_seen_, true)) return;
+    server_.probe.pd_decode_first_bytes_after(seconds_since(decode_started_));
   }
 
   /// vLLM's prefill leg: one token, no stream, a remote decode asked for; its answer's params
   /// go to the decode worker with the client's body.
   void start_prefill() {
-    const worker_target& worker = *router_.prefill_worker();
     auto body = vllm_prefill_body(request_.body());
     if (!body) {  // the body parsed as a request but is not one JSON object: the client's error
       router_.finished();
@@ -592,21 +640,14 @@ class session final : public std::enable_shared_from_this<session>, public timed
       return log_access("router_error", http_status(api_errc::invalid_json), local_body_.size());
     }
     state_ = state::prefilling;
-    expire_after(server_.settings.pd_timeout);
-    prefill_started_ = clock_type::now();
-    std::string head = upstream_request_head(worker, request_, body->size(), request_id_, client_sent_id_,
-                                             server_.settings.forward_authorization);
-    prefill_.start(worker, std::move(head), std::move(*body), shared_from_this(),
-                   [this](upstream_exchange::outcome outcome) { on_prefill_answer(std::move(outcome)); });
+    deadline = clock_type::time_point::max();  // the leg has its own (--pd-timeout-secs)
+    start_prefill_leg(std::move(*body), [this](upstream_exchange::outcome outcome) { on_prefill_answer(std::move(outcome)); });
   }
 
   void on_prefill_answer(upstream_exchange::outcome outcome) {
     using kind = upstream_exchange::outcome::kind;
     const std::string prefill_name = router_.prefill_worker()->name;
     switch (outcome.what) {
-      case kind::cancelled:  // the client left: nobody's failure but the client's
-        log_access("client_left", 0, 0);
-        return client_left_during_request();
       case kind::timed_out:
         server_.probe.pd_prefill_timed_out();
         router_.finished();
@@ -624,7 +665,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
         return act(router_.on_prefill_failed(outcome.detail));
       case kind::answered: break;
     }
-    server_.probe.pd_prefill_took(std::chrono::duration<double>(clock_type::now() - prefill_started_).count());
+    server_.probe.pd_prefill_took(seconds_since(prefill_started_));
     if (outcome.status != 200) {  // the prefill's verdict on the request is the client's answer
       server_.probe.pd_prefill_error_status();
       router_.finished();
@@ -655,6 +696,83 @@ class session final : public std::enable_shared_from_this<session>, public timed
     start_decode(&leg_body_);
   }
 
+  /// SGLang: both legs get the body with the prefill worker's bootstrap address and fresh rooms
+  /// and run at once; the decode leg streams to the client, the prefill leg is drained.
+  void start_sglang_legs() {
+    const worker_target& prefill = *router_.prefill_worker();
+    rooms_.resize(prompts_in(request_.body()));
+    for (std::uint64_t& room : rooms_) room = thread_.bootstrap_rooms() >> 1;  // 63 bits, as SGLang's rooms
+    auto body = sglang_body(request_.body(), prefill.host, prefill.bootstrap_port, rooms_);
+    if (!body) {  // the body parsed as a request but is not one JSON object: the client's error
+      router_.finished();
+      send_error({api_errc::invalid_json, fmt::format("the body cannot be split into prefill and decode: {}", body.error()), {}});
+      return log_access("router_error", http_status(api_errc::invalid_json), local_body_.size());
+    }
+    server_.probe.pd_ran(ingress_probe::pd_path::disaggregated);
+    leg_body_ = std::move(*body);
+    start_prefill_leg(leg_body_, [this](upstream_exchange::outcome outcome) { on_sglang_prefill_answer(std::move(outcome)); });
+    if (auto cut = std::exchange(decode_cut_, std::nullopt)) return after_decode_cut(std::move(*cut));
+    start_decode(&leg_body_);
+  }
+
+  /// What becomes of a request whose decode leg is cut because its prefill leg failed first.
+  struct decode_cut {
+    bool retry = false;   ///< the prefill worker failed: choose a new pair (else answer)
+    unsigned status = 0;  ///< the answer: the prefill's error status, or a timeout's 504
+    std::string body;
+    std::string outcome;  ///< for the access log
+    std::string detail;   ///< why the prefill worker failed (retry)
+  };
+
+  /// An SGLang prefill leg ended while its decode leg runs. Success only releases its booking;
+  /// a failure before the decode leg answered cuts the decode leg and decides for the request;
+  /// after, the decode leg already has the KV and goes on.
+  void on_sglang_prefill_answer(upstream_exchange::outcome outcome) {
+    using kind = upstream_exchange::outcome::kind;
+    const std::string prefill_name = router_.prefill_worker()->name;
+    const bool decode_answered = state_ == state::proxying && stream_.answered();
+    std::optional<decode_cut> cut;
+    switch (outcome.what) {
+      case kind::answered:
+        server_.probe.pd_prefill_took(seconds_since(prefill_started_));
+        if (outcome.status == 200) break;
+        server_.probe.pd_prefill_error_status();
+        cut = decode_cut{false, outcome.status, std::move(outcome.body), "prefill_error", {}};
+        break;
+      case kind::timed_out:
+        server_.probe.pd_prefill_timed_out();
+        cut = decode_cut{false, static_cast<unsigned>(http_status(api_errc::worker_timeout)),
+                         error_body({api_errc::worker_timeout,
+                                     fmt::format("prefill worker {} did not answer within {} s", prefill_name,
+                                                 server_.settings.pd_timeout.count()),
+                                     {}}),
+                         "timed_out", {}};
+        break;
+      case kind::worker_failed:
+        server_.probe.pd_prefill_failed();
+        cut = decode_cut{true, 0, {}, {}, std::move(outcome.detail)};
+        break;
+    }
+    if (!cut || decode_answered) {
+      router_.prefill_done();
+      return stream_.resume();  // a held decode failure was the decode worker's own
+    }
+    decode_cut_ = std::move(cut);
+    // Failed at once, before the decode leg started: start_sglang_legs decides. Else the decode
+    // leg's early end, which its cut brings, does.
+    if (state_ == state::proxying) stream_.cancel();
+  }
+
+  void after_decode_cut(decode_cut cut) {
+    if (cut.retry) {
+      state_ = state::routing;
+      return act(router_.on_prefill_failed(cut.detail));
+    }
+    router_.finished();
+    send(static_cast<http::status>(cut.status), std::move(cut.body), "application/json");
+    log_access(cut.outcome, cut.status, local_body_.size());
+  }
+
   /// While a request is routed and proxied, the pending read of the client notices it going
   /// away (end of stream or reset) and cancels the upstream request at once. Only started with
   /// nothing buffered: the buffer must not move under a pending read, and bytes already there
@@ -666,7 +784,11 @@ class session final : public std::enable_shared_from_this<session>, public timed
   void client_went_away() {
     client_gone_ = true;
     if (state_ == state::routing) router_.withdraw();
-    if (state_ == state::prefilling) prefill_.cancel();
+    if (state_ == state::prefilling) {  // vLLM's prefill leg, nothing else running: the request ends here
+      cancel_prefill();
+      log_access("client_left", 0, 0);
+      return client_left_during_request();
+    }
     stream_.cancel();
   }
 
@@ -774,9 +896,14 @@ class session final : public std::enable_shared_from_this<session>, public timed
   std::string local_body_;  ///< a local answer's body
   request_router router_;
   proxy_stream stream_;
-  upstream_exchange prefill_;   ///< a disaggregated request's prefill leg
-  std::string leg_body_;        ///< the decode leg's body (the client's plus the transfer params)
+  std::shared_ptr<upstream_exchange> prefill_;  ///< a disaggregated request's prefill leg (one per leg)
+  std::string leg_body_;  ///< the decode leg's body (vLLM: the client's plus the transfer params; SGLang: both legs')
+  std::vector<std::uint64_t> rooms_;  ///< SGLang's bootstrap rooms, one per prompt
   clock_type::time_point prefill_started_;
+  bool decode_leg_ = false;               ///< the stream is a disaggregated request's decode leg
+  bool decode_first_bytes_seen_ = false;  ///< its TTFT was recorded
+  clock_type::time_point decode_started_;
+  std::optional<decode_cut> decode_cut_;  ///< SGLang: the decode leg is being cut because its prefill leg failed
 };
 
 void decision_sink::deliver(route_decision decision) {

@@ -36,6 +36,9 @@ void proxy_stream::on_deadline() {
       client_.close(ignored);
       return;
     }
+    case phase::held:  // nothing pending: the stream ends here
+      return end_early(early_end::timed_out,
+                       fmt::format("worker {}'s answer was held past {} s", worker_->name, server_.settings.upstream_timeout.count()));
     case phase::connecting:
     case phase::sending:
     case phase::awaiting_answer:
@@ -51,7 +54,14 @@ void proxy_stream::on_deadline() {
 void proxy_stream::cancel() {
   if (phase_ == phase::idle || phase_ == phase::done) return;
   cut_ = cut_reason::client_gone;
+  if (phase_ == phase::held) return end_early(early_end::client_gone, "");  // nothing pending to fail
   if (upstream_) upstream_->socket().close();
+}
+
+void proxy_stream::resume() {
+  if (phase_ != phase::held) return;
+  phase_ = phase::awaiting_answer;
+  relay();
 }
 
 std::string upstream_request_head(const worker_target& worker, const http::request<http::string_body>& request,
@@ -191,6 +201,10 @@ void proxy_stream::forward_head() {
   else if (const auto length = parser_->content_length()) head_ += fmt::format("Content-Length: {}\r\n", *length);
   if (!keep_alive_) head_ += "Connection: close\r\n";
   head_ += "\r\n";
+  if (!owner_.answer_may_start(status_)) {
+    phase_ = phase::held;
+    return;
+  }
   relay();
 }
 

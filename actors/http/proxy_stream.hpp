@@ -29,6 +29,7 @@ class proxy_stream {
     connecting,       ///< opening a connection to the worker
     sending,          ///< writing the request head and body
     awaiting_answer,  ///< reading the answer's head and first bytes; nothing sent to the client yet
+    held,             ///< the answer's head is in, kept from the client until the owner resumes it
     relaying,         ///< reading the worker's next bytes; the client has some already
     writing_client,   ///< writing bytes to the client
     done,
@@ -61,6 +62,9 @@ class proxy_stream {
     virtual void on_early_end(early_end why, std::string detail) = 0;
     /// `status`: the worker's status code.
     virtual void on_late_end(late_end why, unsigned status) = 0;
+    /// The answer's head is in: whether it may go to the client now. If not, the stream holds
+    /// it until resume() (or cancel(), which ends the stream early, at once).
+    [[nodiscard]] virtual bool answer_may_start(unsigned /*status*/) { return true; }
   };
 
   proxy_stream(http_ingress::impl& server, io_thread& thread, tcp::socket& client, owner& owner)
@@ -86,6 +90,8 @@ class proxy_stream {
   void on_deadline();
   /// The client went away: cut the worker's request now.
   void cancel();
+  /// A held answer goes to the client.
+  void resume();
   [[nodiscard]] phase current() const { return phase_; }
   /// Whether any of the answer reached the client (then nothing can be retried).
   [[nodiscard]] bool answered() const { return phase_ == phase::relaying || phase_ == phase::writing_client; }

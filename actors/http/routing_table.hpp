@@ -15,6 +15,7 @@
 #include "actors/sources/engine_scraper.hpp"
 #include "core/config/disaggregation.hpp"
 #include "core/config/router_config.hpp"
+#include "core/config/worker_spec.hpp"
 #include "core/prompt/prompt_plan.hpp"
 
 namespace kvr {
@@ -28,6 +29,7 @@ struct worker_target {
   std::string base_path;  ///< "" or e.g. "/engine-a"
   std::string host_header;  ///< "host:port" ("[v6]:port"), sent as Host
   bool tls = false;         ///< an https:// worker (actors/tls/worker_tls.hpp)
+  std::uint16_t bootstrap_port = default_bootstrap_port;  ///< an SGLang prefill worker's bootstrap server
 };
 
 /// Splits `http://host:port/prefix` (IPv6 hosts in brackets) into a target; why not, on a bad URL.

@@ -9,8 +9,15 @@ namespace kvr::ingress {
 namespace http = boost::beast::http;
 using error_code = boost::system::error_code;
 
-void upstream_exchange::start(const worker_target& worker, std::string head, std::string body, std::shared_ptr<void> keep,
-                              done_handler done) {
+upstream_exchange::upstream_exchange(http_ingress::impl& server, io_thread& thread) : server_(server), thread_(thread) {
+  registration_ = thread_.connections.insert(thread_.connections.end(), this);
+}
+
+upstream_exchange::~upstream_exchange() { thread_.connections.erase(registration_); }
+
+void upstream_exchange::start(const worker_target& worker, std::string head, std::string body, std::chrono::seconds timeout,
+                              std::shared_ptr<void> keep, done_handler done) {
+  deadline = clock_type::now() + timeout;
   worker_ = &worker;
   head_ = std::move(head);
   body_ = std::move(body);
@@ -19,6 +26,11 @@ void upstream_exchange::start(const worker_target& worker, std::string head, std
   running_ = true;
   cut_ = cut_reason::none;
   connect(true);
+}
+
+void upstream_exchange::cancel() {
+  done_ = nullptr;
+  cut(cut_reason::cancelled);
 }
 
 void upstream_exchange::cut(cut_reason why) {
@@ -41,12 +53,12 @@ void upstream_exchange::connect(bool pooled) {
   const auto endpoints = server_.endpoints_of(*worker_);
   if (endpoints.empty()) return finish({outcome::kind::worker_failed, 0, {}, "the worker's address could not be resolved"});
   auto before_each_address = [this](const error_code&, const tcp::endpoint&) { return cut_ == cut_reason::none; };
-  asio::async_connect(upstream_->socket(), endpoints, before_each_address, [this, keep = keep_.lock()](error_code ec, const tcp::endpoint&) {
+  asio::async_connect(upstream_->socket(), endpoints, before_each_address, [this, self = self(), keep = keep_.lock()](error_code ec, const tcp::endpoint&) {
     if (ec) return fail(ec, "cannot connect");
     error_code ignored;
     upstream_->socket().set_option(tcp::no_delay(true), ignored);
     if (!upstream_->secure) return write();
-    upstream_->secure->async_handshake(asio::ssl::stream_base::client, [this, keep](error_code handshake_ec) {
+    upstream_->secure->async_handshake(asio::ssl::stream_base::client, [this, self, keep](error_code handshake_ec) {
       if (handshake_ec) return fail(handshake_ec, "TLS handshake");
       write();
     });
@@ -56,7 +68,7 @@ void upstream_exchange::connect(bool pooled) {
 void upstream_exchange::write() {
   const std::array<asio::const_buffer, 2> request{asio::buffer(head_), asio::buffer(body_)};
   upstream_->on_stream([&](auto& stream) {
-    asio::async_write(stream, request, [this, keep = keep_.lock()](error_code ec, std::size_t) {
+    asio::async_write(stream, request, [this, self = self(), keep = keep_.lock()](error_code ec, std::size_t) {
       if (ec) return fail(ec, "write");
       read();
     });
@@ -67,7 +79,7 @@ void upstream_exchange::read() {
   parser_.emplace();
   parser_->body_limit(max_answer_bytes);
   upstream_->on_stream([&](auto& stream) {
-    http::async_read(stream, upstream_->buffer, *parser_, [this, keep = keep_.lock()](error_code ec, std::size_t) {
+    http::async_read(stream, upstream_->buffer, *parser_, [this, self = self(), keep = keep_.lock()](error_code ec, std::size_t) {
       if (ec == http::error::body_limit)
         return finish({outcome::kind::worker_failed, 0, {},
                        fmt::format("the answer exceeds {} bytes", max_answer_bytes)});
@@ -83,7 +95,7 @@ void upstream_exchange::read() {
 /// A pooled connection the worker had closed is retried once, fresh and unblamed.
 void upstream_exchange::fail(const error_code& ec, std::string_view what) {
   if (cut_ == cut_reason::deadline) return finish({outcome::kind::timed_out, 0, {}, "timed out"});
-  if (cut_ == cut_reason::cancelled) return finish({outcome::kind::cancelled, 0, {}, "cancelled"});
+  if (cut_ == cut_reason::cancelled) return finish({});  // nobody waits for it
   if (pooled_) {
     server_.probe.stale_connection_retried();
     upstream_.reset();
@@ -98,10 +110,10 @@ void upstream_exchange::fail(const error_code& ec, std::string_view what) {
 void upstream_exchange::finish(outcome result) {
   if (!running_) return;
   running_ = false;
+  deadline = clock_type::time_point::max();
   upstream_.reset();
   parser_.reset();
-  auto done = std::move(done_);
-  done(std::move(result));
+  if (auto done = std::exchange(done_, nullptr)) done(std::move(result));
 }
 
 }  // namespace kvr::ingress

@@ -70,10 +70,6 @@ std::expected<void, std::string> check_model_files(const worker_set_card& card) 
 std::expected<void, std::string> start_set(caf::actor_system& system, const router_file& file,
                                            const worker_set_card& card, const pipeline_settings& serve, running_set& out) {
   const router_config config = effective_config(file, card);
-  if (card.disaggregation && card.disaggregation->protocol == pd_protocol::sglang)
-    return std::unexpected(fmt::format("worker set {}: the sglang disaggregation protocol is not wired into the proxy yet "
-                                       "(docs/disaggregation.md); use vllm-nixl, or serve the set aggregated",
-                                       card.name));
   worker_set_route& set = out.route;
   set.name = card.name;
   set.model = card.model;
@@ -81,6 +77,7 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
   for (const worker_spec& w : card.workers) {
     auto target = make_worker_target(w.id, w.url);
     if (!target) return std::unexpected(fmt::format("worker set {}: worker {}: {}", card.name, w.url, target.error()));
+    target->bootstrap_port = w.bootstrap_port;
     set.workers.push_back(std::move(*target));
   }
   set.disaggregation = card.disaggregation;

@@ -31,7 +31,8 @@ namespace {
 
 constexpr const char* commands_usage = R"(Usage:
   kvrouter-bench compare [--policies kv,round-robin,...] [--mockers N] [--mocker-flag F]... [--router-flag F]...
-                         [--replicas N [--replica-sync on|off]] WORKLOAD [LOAD] [OUTPUT]
+                         [--replicas N [--replica-sync on|off]] [--prefill N --decode M [--pd P,...]]
+                         WORKLOAD [LOAD] [OUTPUT]
       Runs the same workload against each policy, each on a fresh local cluster (N kvrouter-mocker
       processes with KV events, kvrouter in front), and prints one table.
       Policies: kv, approx-kv, load-aware, round-robin, random, power-of-two, least-loaded, and
@@ -40,6 +41,9 @@ constexpr const char* commands_usage = R"(Usage:
       With --replicas N: N routers in front of the mockers, requests spread over them in turn,
       sharing their bookings over a nats-server the bench starts (unless --replica-sync off);
       reports load imbalance, replica disagreement, sync lag and NATS messages/s beside the rest.
+      With --prefill N --decode M: each policy also runs on a disaggregated cluster per protocol
+      of --pd (vllm-nixl, sglang; default vllm-nixl), N prefill and M decode mockers, in the
+      same table as the aggregated cluster of --mockers; its hit rate is the prefill pool's.
   kvrouter-bench run --url http://HOST:PORT [--router-pid PID] [--worker-metrics URL]... WORKLOAD [LOAD] [OUTPUT]
       Runs the workload against a router you started; hit rate from the workers' /metrics URLs,
       router CPU from /proc/PID.
@@ -56,6 +60,9 @@ struct options {
   std::size_t mockers = 4;
   std::size_t replicas = 1;
   std::string replica_sync = "on";
+  std::size_t prefill = 0;
+  std::size_t decode = 0;
+  std::vector<std::string> pd_protocols = {"vllm-nixl"};
   std::vector<std::string> mocker_flags;
   std::vector<std::string> router_flags;
   std::string trace;
@@ -103,6 +110,18 @@ const cli::option_table<options>& cluster_options() {
                             [](auto& o) -> auto& { return o.replicas; }, 1, 16),
       cli::choice<options>("--replica-sync", "on|off", "compare: replicas share their bookings over NATS (a nats-server the bench starts)",
                            [](auto& o) -> auto& { return o.replica_sync; }, {"on", "off"}),
+      cli::integer<options>("--prefill", "N", "compare: also run each policy on a disaggregated cluster with N prefill mockers (0 = no)",
+                            [](auto& o) -> auto& { return o.prefill; }, 0, 128),
+      cli::integer<options>("--decode", "M", "compare: the disaggregated cluster's decode mockers",
+                            [](auto& o) -> auto& { return o.decode; }, 0, 128),
+      row{"--pd", "LIST", "compare: the disaggregated clusters' protocols, comma-separated (vllm-nixl, sglang)", {},
+          [](options& o, std::string_view v) -> std::expected<void, std::string> {
+            o.pd_protocols = split_commas(v);
+            for (const auto& p : o.pd_protocols)
+              if (p != "vllm-nixl" && p != "sglang") return std::unexpected(fmt::format("unknown protocol \"{}\" (vllm-nixl or sglang)", p));
+            return {};
+          },
+          [](const options& o) { return fmt::format("{}", fmt::join(o.pd_protocols, ",")); }},
       cli::each<options>("--mocker-flag", "F", "compare: a flag for every mocker", [](auto& o) -> auto& { return o.mocker_flags; }),
       cli::each<options>("--router-flag", "F", "compare: a flag for every router", [](auto& o) -> auto& { return o.router_flags; }),
       cli::text<options>("--url", "URL", "run: the router to load", [](auto& o) -> auto& { return o.url; }, true),
@@ -238,6 +257,7 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
   for (const auto& p : o.policies)
     if (policy_flags(p).empty()) return std::unexpected("unknown policy " + p);
   if (o.rate > 0 && o.concurrency > 0) return std::unexpected("--rate and --concurrency exclude each other");
+  if ((o.prefill > 0) != (o.decode > 0)) return std::unexpected("--prefill and --decode go together (a pool of each)");
   if (!o.rate_sweep.empty() && (o.rate > 0 || o.concurrency > 0))
     return std::unexpected("--rate-sweep sets the rate of each run: it excludes --rate and --concurrency");
   if (o.images && (o.tokenizer.empty() || o.tokenizer_config.empty() || o.image_token_id.empty()))
@@ -473,37 +493,47 @@ int run(const options& o) {
     }
     char scratch[] = "/tmp/kvrouter-bench-XXXXXX";
     if (mkdtemp(scratch) == nullptr) throw std::runtime_error("cannot create a scratch directory");
+    // The aggregated cluster, then (--prefill, --decode) one disaggregated cluster per protocol.
+    std::vector<std::string> shapes = {""};
+    if (o.prefill > 0) shapes.insert(shapes.end(), o.pd_protocols.begin(), o.pd_protocols.end());
     for (const std::string& policy : o.policies)
-      for (double rate : rates) {
-        cluster_settings settings;
-        settings.kvrouter = sibling_binary("kvrouter");
-        settings.mocker = sibling_binary("kvrouter-mocker");
-        settings.mockers = o.mockers;
-        settings.mocker_flags = mocker_flags;
-        settings.router_flags = o.router_flags;
-        if (o.images) {
-          for (const std::string& flag : {std::string("--tokenizer"), o.tokenizer, std::string("--tokenizer-config"), o.tokenizer_config}) {
-            settings.router_flags.push_back(flag);
-            settings.mocker_flags.push_back(flag);
+      for (const std::string& pd : shapes)
+        for (double rate : rates) {
+          cluster_settings settings;
+          if (!pd.empty()) {
+            settings.prefill = o.prefill;
+            settings.decode = o.decode;
+            settings.pd = pd;
           }
-          settings.router_flags.insert(settings.router_flags.end(), {"--image-token-id", o.image_token_id, "--media-allow-private"});
-          settings.mocker_flags.insert(settings.mocker_flags.end(), {"--image-token-id", o.image_token_id});
+          settings.kvrouter = sibling_binary("kvrouter");
+          settings.mocker = sibling_binary("kvrouter-mocker");
+          settings.mockers = o.mockers;
+          settings.mocker_flags = mocker_flags;
+          settings.router_flags = o.router_flags;
+          if (o.images) {
+            for (const std::string& flag : {std::string("--tokenizer"), o.tokenizer, std::string("--tokenizer-config"), o.tokenizer_config}) {
+              settings.router_flags.push_back(flag);
+              settings.mocker_flags.push_back(flag);
+            }
+            settings.router_flags.insert(settings.router_flags.end(), {"--image-token-id", o.image_token_id, "--media-allow-private"});
+            settings.mocker_flags.insert(settings.mocker_flags.end(), {"--image-token-id", o.image_token_id});
+          }
+          settings.policy = policy;
+          settings.model = resolved.model;
+          settings.replicas = o.replicas;
+          settings.replica_sync = o.replica_sync == "on";
+          settings.workdir = fmt::format("{}/run-{}", scratch, reports.size());  // its own logs, ports and sockets
+          local_cluster cluster(settings);
+          std::vector<std::string> metrics;
+          for (const auto& url : cluster.prefix_cache_urls()) metrics.push_back(url + "/metrics");
+          const std::string shape = pd.empty() ? policy : fmt::format("{} {}P+{}D {}", policy, o.prefill, o.decode, pd);
+          const std::string label = rate > 0 ? fmt::format("{} @{}", shape, rate) : shape;
+          const replica_targets targets{cluster.router_pids(), cluster.router_ports(), settings.replicas > 1 && settings.replica_sync};
+          reports.push_back(measure(resolved, label, "127.0.0.1", std::to_string(cluster.router_ports().front()), -1, metrics,
+                                    workload_at(rate), targets));
+          reports.back().policy = shape;
+          reports.back().offered_rate = rate;
         }
-        settings.policy = policy;
-        settings.model = resolved.model;
-        settings.replicas = o.replicas;
-        settings.replica_sync = o.replica_sync == "on";
-        settings.workdir = fmt::format("{}/run-{}", scratch, reports.size());  // its own logs, ports and sockets
-        local_cluster cluster(settings);
-        std::vector<std::string> metrics;
-        for (const auto& url : cluster.mocker_urls()) metrics.push_back(url + "/metrics");
-        const std::string label = rate > 0 ? fmt::format("{} @{}", policy, rate) : policy;
-        const replica_targets targets{cluster.router_pids(), cluster.router_ports(), settings.replicas > 1 && settings.replica_sync};
-        reports.push_back(measure(resolved, label, "127.0.0.1", std::to_string(cluster.router_ports().front()), -1, metrics,
-                                  workload_at(rate), targets));
-        reports.back().policy = policy;
-        reports.back().offered_rate = rate;
-      }
     std::filesystem::remove_all(scratch);
   }
   const std::string workload = describe_workload(o, requests->size());

@@ -136,7 +136,9 @@ local_cluster::local_cluster(cluster_settings settings) : settings_(std::move(se
   fs::create_directories(settings_.workdir);
   std::vector<std::string> workers;
   try {
-    for (std::size_t i = 0; i < settings_.mockers; ++i) {
+    const bool disaggregated = settings_.prefill > 0;
+    const std::size_t mockers = disaggregated ? settings_.prefill + settings_.decode : settings_.mockers;
+    for (std::size_t i = 0; i < mockers; ++i) {
       const std::string base = fmt::format("{}/{}-m{}", settings_.workdir, settings_.policy, i);
       fs::remove(base + ".port");
       std::vector<std::string> argv = {settings_.mocker, "--port", "0", "--port-file", base + ".port",
@@ -144,6 +146,17 @@ local_cluster::local_cluster(cluster_settings settings) : settings_(std::move(se
       const std::string kv = "ipc://" + base + ".kv", replay = "ipc://" + base + ".replay";
       if (policy_uses_kv_events(settings_.policy))
         argv.insert(argv.end(), {"--kv-events-endpoint", kv, "--replay-endpoint", replay});
+      std::string role_spec;
+      if (disaggregated) {
+        const bool prefill = i < settings_.prefill;
+        argv.insert(argv.end(), {"--role", prefill ? "prefill" : "decode", "--pd", settings_.pd});
+        role_spec = prefill ? ",role=prefill" : ",role=decode";
+        if (prefill && settings_.pd == "sglang") {
+          const std::string bootstrap = std::to_string(free_port());
+          argv.insert(argv.end(), {"--bootstrap-port", bootstrap});
+          role_spec += ",bootstrap=" + bootstrap;
+        }
+      }
       argv.insert(argv.end(), settings_.mocker_flags.begin(), settings_.mocker_flags.end());
       mockers_.push_back(spawn(argv, base + ".log"));
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -155,7 +168,7 @@ local_cluster::local_cluster(cluster_settings settings) : settings_(std::move(se
       mocker_urls_.push_back("http://127.0.0.1:" + read_text(base + ".port"));
       std::string spec = mocker_urls_.back() + fmt::format(",id=m{}", i);
       if (policy_uses_kv_events(settings_.policy)) spec += ",kv_events=" + kv + ",replay=" + replay;
-      workers.push_back(spec);
+      workers.push_back(spec + role_spec);
     }
     if (settings_.replicas > 1 && settings_.replica_sync) {
       const std::string nats = on_path("nats-server");
@@ -185,6 +198,7 @@ void local_cluster::start_router(std::size_t replica, const std::vector<std::str
   const auto flags = policy_flags(settings_.policy);
   if (flags.empty()) throw std::runtime_error("unknown policy " + settings_.policy);
   argv.insert(argv.end(), flags.begin(), flags.end());
+  if (settings_.prefill > 0) argv.insert(argv.end(), {"--disaggregation", settings_.pd});
   if (nats_ > 0)
     argv.insert(argv.end(), {"--nats", fmt::format("nats://127.0.0.1:{}", nats_port_), "--replica-id", fmt::format("r{}", replica)});
   argv.insert(argv.end(), settings_.router_flags.begin(), settings_.router_flags.end());

@@ -32,6 +32,12 @@ struct cluster_settings {
   /// free loopback port and every replica sharing its bookings over it (docs/replicas.md).
   std::size_t replicas = 1;
   bool replica_sync = true;
+  /// Disaggregated: `prefill` mockers with `--role prefill` and `decode` with `--role decode`
+  /// (instead of `mockers` aggregated ones), speaking `pd` (vllm-nixl or sglang), and the
+  /// router serving them with `--disaggregation pd` (docs/disaggregation.md).
+  std::size_t prefill = 0;
+  std::size_t decode = 0;
+  std::string pd = "vllm-nixl";
 };
 
 class local_cluster {
@@ -45,6 +51,11 @@ class local_cluster {
   [[nodiscard]] const std::vector<pid_t>& router_pids() const { return routers_; }
   [[nodiscard]] const std::vector<std::uint16_t>& router_ports() const { return router_ports_; }
   [[nodiscard]] const std::vector<std::string>& mocker_urls() const { return mocker_urls_; }
+  /// The mockers whose caches prefix-aware routing aims at: every mocker, or the prefill pool.
+  [[nodiscard]] std::vector<std::string> prefix_cache_urls() const {
+    return settings_.prefill > 0 ? std::vector(mocker_urls_.begin(), mocker_urls_.begin() + static_cast<long>(settings_.prefill))
+                                 : mocker_urls_;
+  }
 
  private:
   void start_router(std::size_t replica, const std::vector<std::string>& workers);

@@ -38,14 +38,16 @@ policy_report summarize_run(std::string policy, std::vector<request_result>& res
 
 void print_table(const std::vector<policy_report>& reports) {
   const bool sweep = !reports.empty() && reports.front().offered_rate > 0;
-  std::cout << fmt::format("\n{:<13} {}{:>8} {:>6} {:>6} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}\n", "policy",
+  std::size_t width = 13;  // "kv 2P+2D vllm-nixl" and the like are wider
+  for (const policy_report& r : reports) width = std::max(width, r.policy.size());
+  std::cout << fmt::format("\n{:<{}} {}{:>8} {:>6} {:>6} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}\n", "policy", width,
                            sweep ? fmt::format("{:>8} ", "offered") : "", "requests", "errors", "429", "req/s", "hit rate",
-                           "TTFT avg", "TTFT p50", "TTFT p99", "ITL avg", "ITL p99", "CPU us/req");
+                           "TTFT avg", "TTFT p50", "TTFT p99", "ITL avg", "ITL p50", "ITL p99", "CPU us/req");
   for (const policy_report& r : reports) {
-    std::cout << fmt::format("{:<13} {}{:>8} {:>6} {:>6} {:>8.1f} {:>9} {:>7.1f}ms {:>7.1f}ms {:>7.1f}ms {:>7.2f}ms {:>7.2f}ms {:>10}\n",
-                             r.policy, sweep ? fmt::format("{:>8.1f} ", r.offered_rate) : "", r.requests, r.errors, r.refused,
+    std::cout << fmt::format("{:<{}} {}{:>8} {:>6} {:>6} {:>8.1f} {:>9} {:>7.1f}ms {:>7.1f}ms {:>7.1f}ms {:>7.2f}ms {:>7.2f}ms {:>7.2f}ms {:>10}\n",
+                             r.policy, width, sweep ? fmt::format("{:>8.1f} ", r.offered_rate) : "", r.requests, r.errors, r.refused,
                              r.rps, r.hit_rate < 0 ? std::string("-") : fmt::format("{:.1f}%", 100 * r.hit_rate), r.ttft_ms.mean,
-                             r.ttft_ms.p50, r.ttft_ms.p99, r.itl_ms.mean, r.itl_ms.p99,
+                             r.ttft_ms.p50, r.ttft_ms.p99, r.itl_ms.mean, r.itl_ms.p50, r.itl_ms.p99,
                              r.router_cpu_us_per_req < 0 ? std::string("-") : fmt::format("{:.0f}", r.router_cpu_us_per_req));
     if (const replication_report& rep = r.replication; rep.replicas > 1) {
       auto shown = [](double v, std::string_view unit) { return v < 0 ? std::string("-") : fmt::format("{:.2f}{}", v, unit); };

@@ -2,9 +2,11 @@
 
 #include "app/mocker/http_server.hpp"
 #include "app/mocker/other_routes.hpp"
+#include "app/mocker/bootstrap_rooms.hpp"
 #include "app/mocker/kv_transfer.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -29,6 +31,7 @@ struct http_server::impl {
   const prompt_tokenizer& prompts;
   asio::io_context io;
   tcp::acceptor acceptor{io};
+  tcp::acceptor bootstrap_acceptor{io};  ///< SGLang prefill workers' bootstrap server
   std::atomic<std::uint64_t> next_id{1};
   /// `process_start_time_seconds`, as every Python engine's Prometheus client exports it: a
   /// restart moves it (routers tell a restarted engine by it).
@@ -43,6 +46,7 @@ struct http_server::impl {
 
   // -- disaggregated serving -------------------------------------------------------------------
   kv_leases leases;
+  bootstrap_rooms rooms;
   const paged_cache block_hasher;  ///< computes a prompt's engine hashes (pure; shared read-only)
   std::atomic<std::uint64_t> prefill_legs{0};     ///< prefill legs answered with transfer params
   std::atomic<std::uint64_t> remote_prefills{0};  ///< decode legs whose KV was pulled and checked
@@ -71,7 +75,10 @@ struct http_server::impl {
   }
 
   std::string metrics() const;
-  void accept();
+  void accept(tcp::acceptor& on);
+
+  /// SGLang: this worker serves only its half of disaggregated requests.
+  [[nodiscard]] bool sglang_disaggregated() const { return settings.pd == "sglang" && settings.role != "both"; }
 };
 
 namespace {
@@ -144,6 +151,7 @@ class session : public std::enable_shared_from_this<session> {
       ++server_.transfers_served;
       return respond(200, nlohmann::json{{"hashes", *hashes}}.dump());
     }
+    if (get && path.starts_with("/mocker/bootstrap/")) return serve_room(path.substr(18));
     if (get && path == "/mocker/pd") {
       std::lock_guard lock(server_.last_params_mutex);
       return respond(200, nlohmann::json{{"role", server_.settings.role},
@@ -152,6 +160,7 @@ class session : public std::enable_shared_from_this<session> {
                                          {"transfer_failures", server_.transfer_failures.load()},
                                          {"transfers_served", server_.transfers_served.load()},
                                          {"leases", server_.leases.live()},
+                                         {"open_rooms", server_.rooms.open()},
                                          {"last_kv_transfer_params", nlohmann::json::parse(server_.last_params)}}
                               .dump());
     }
@@ -189,6 +198,8 @@ class session : public std::enable_shared_from_this<session> {
     generated_ = 0;
     text_.clear();
     done_ = false;
+    sglang_prefill_ = false;
+    if (server_.sglang_disaggregated()) return sglang_leg();
     const auto& transfer = request_.kv_transfer;
     const std::string& role = server_.settings.role;
     if (transfer && transfer->remote_decode && role == "decode")
@@ -201,10 +212,101 @@ class session : public std::enable_shared_from_this<session> {
         server_.last_params = transfer->raw;
       }
       // Pull the prompt's blocks from the prefill worker, check them, then decode.
-      return pull_kv(stream_.get_executor(), transfer->remote_host, transfer->remote_port, transfer->remote_request_id,
+      return pull_kv(stream_.get_executor(), transfer->remote_host, transfer->remote_port,
+                     "/mocker/kv_transfer/" + transfer->remote_request_id, std::chrono::seconds(10),
                      [self = shared_from_this()](pull_result pulled) { self->after_pull(std::move(pulled)); });
     }
     submit(false);
+  }
+
+  // -- SGLang's legs (bootstrap_rooms.hpp) ------------------------------------------------------
+  /// Both legs carry the same body; this worker's role says which leg it is. The prefill leg
+  /// computes the prompt (one token, answered whole once the decode side took the blocks); the
+  /// decode leg fetches the room from the prefill worker's bootstrap server, then decodes.
+  void sglang_leg() {
+    const auto& bootstrap = request_.sglang_bootstrap;
+    if (!bootstrap)
+      return respond(400, error_json(fmt::format("this worker serves only {} legs of disaggregated requests (--pd sglang): "
+                                                 "the body has no bootstrap_room",
+                                                 server_.settings.role),
+                                     "BadRequestError", 400));
+    {
+      std::lock_guard lock(server_.last_params_mutex);
+      server_.last_params = nlohmann::json{{"bootstrap_host", bootstrap->host}, {"bootstrap_port", bootstrap->port},
+                                           {"bootstrap_room", bootstrap->room}}
+                                .dump();
+    }
+    if (server_.settings.role == "prefill") {
+      request_.max_tokens = 1;
+      request_.stream = false;
+      sglang_prefill_ = true;
+      return submit(false);
+    }
+    const auto wait = server_.settings.kv_lease + std::chrono::seconds(1);  // the bootstrap server answers first
+    pull_kv(stream_.get_executor(), bootstrap->host, bootstrap->port, fmt::format("/mocker/bootstrap/{}", bootstrap->room), wait,
+            [self = shared_from_this()](pull_result pulled) { self->after_room(std::move(pulled)); });
+  }
+
+  /// The prefill leg's answer waits in its room until the decode side takes the blocks.
+  void hand_over(std::string answer) {
+    const std::uint64_t room = request_.sglang_bootstrap->room;
+    auto executor = stream_.get_executor();
+    wait_timer_.expires_after(server_.settings.kv_lease);
+    wait_timer_.async_wait([self = shared_from_this(), room](beast::error_code ec) {
+      if (!ec) self->server_.rooms.give_up_prefill(room);
+    });
+    ++server_.prefill_legs;
+    server_.rooms.prefilled(room, server_.block_hasher.engine_hashes(request_.prompt, request_.images),
+                            [self = shared_from_this(), executor, room, answer = std::move(answer)](bool taken) mutable {
+                              asio::post(executor, [self, room, taken, answer = std::move(answer)]() mutable {
+                                self->wait_timer_.cancel();
+                                if (taken) return self->respond(200, std::move(answer));
+                                ++self->server_.transfer_failures;
+                                self->respond(500, error_json(fmt::format("bootstrap room {}: no decode worker took the KV "
+                                                                          "within {} s",
+                                                                          room, self->server_.settings.kv_lease.count()),
+                                                              "InternalServerError", 500));
+                              });
+                            });
+  }
+
+  /// The bootstrap server: answers `room`'s blocks once its prefill is done.
+  void serve_room(const std::string& room_text) {
+    std::uint64_t room = 0;
+    const auto [end, ec] = std::from_chars(room_text.data(), room_text.data() + room_text.size(), room);
+    if (ec != std::errc{} || end != room_text.data() + room_text.size())
+      return respond(400, error_json("the room must be an unsigned integer", "BadRequestError", 400));
+    done_ = false;
+    auto executor = stream_.get_executor();
+    wait_timer_.expires_after(server_.settings.kv_lease);
+    wait_timer_.async_wait([self = shared_from_this(), room](beast::error_code wait_ec) {
+      if (!wait_ec) self->server_.rooms.give_up_fetch(room);
+    });
+    server_.rooms.fetch(room, [self = shared_from_this(), executor, room](std::optional<bootstrap_rooms::blocks> blocks) {
+      asio::post(executor, [self, room, blocks = std::move(blocks)] {
+        self->wait_timer_.cancel();
+        if (!blocks)
+          return self->respond(404, error_json(fmt::format("bootstrap room {}: no prefill within {} s", room,
+                                                           self->server_.settings.kv_lease.count()),
+                                               "NotFoundError", 404));
+        ++self->server_.transfers_served;
+        self->respond(200, nlohmann::json{{"hashes", *blocks}}.dump());
+      });
+    });
+  }
+
+  /// The decode leg's room came back: blocks that match this prompt are used (transfer time);
+  /// a failed hand-off fails the request, as SGLang's decode side does.
+  void after_room(pull_result pulled) {
+    const bool matches = pulled.ok && pulled.hashes == server_.block_hasher.engine_hashes(request_.prompt, request_.images);
+    if (!matches) {
+      ++server_.transfer_failures;
+      return respond(500, error_json(fmt::format("KV transfer from the prefill worker failed: {}",
+                                                 pulled.ok ? "the blocks are another prompt's" : pulled.error),
+                                     "InternalServerError", 500));
+    }
+    ++server_.remote_prefills;
+    submit(true);
   }
 
   /// A decode leg's pull came back: blocks that match this prompt are used (transfer time);
@@ -266,6 +368,7 @@ class session : public std::enable_shared_from_this<session> {
       if (out.finished) {
         done_ = true;
         std::string body = final_body(request_, id_, text_, generated_);
+        if (sglang_prefill_) return hand_over(std::move(body));
         if (request_.kv_transfer && request_.kv_transfer->remote_decode && server_.settings.role != "decode")
           body = with_transfer_params(std::move(body));
         respond(200, std::move(body));
@@ -338,6 +441,8 @@ class session : public std::enable_shared_from_this<session> {
   bool writing_ = false;
   std::string pending_;
   std::string in_flight_;
+  bool sglang_prefill_ = false;  ///< the request is an SGLang prefill leg (answered once its room is taken)
+  asio::steady_timer wait_timer_{stream_.get_executor()};  ///< a bootstrap room's wait
 };
 
 }  // namespace
@@ -395,29 +500,37 @@ std::string http_server::impl::metrics() const {
   return out;
 }
 
-void http_server::impl::accept() {
-  acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
+void http_server::impl::accept(tcp::acceptor& on) {
+  on.async_accept(asio::make_strand(io), [this, &on](beast::error_code ec, tcp::socket socket) {
     if (ec) return;
     socket.set_option(tcp::no_delay(true));
     std::make_shared<session>(std::move(socket), *this)->start();
-    accept();
+    accept(on);
   });
 }
 
 http_server::http_server(server_settings settings, std::vector<std::unique_ptr<engine_loop>>& ranks,
                          const prompt_tokenizer& prompts)
     : impl_(std::make_unique<impl>(std::move(settings), ranks, prompts)) {
-  const tcp::endpoint endpoint(asio::ip::make_address(impl_->settings.host), impl_->settings.port);
-  impl_->acceptor.open(endpoint.protocol());
-  impl_->acceptor.set_option(asio::socket_base::reuse_address(true));
-  impl_->acceptor.bind(endpoint);
-  impl_->acceptor.listen();
-  impl_->accept();
+  auto listen = [this](tcp::acceptor& acceptor, std::uint16_t port) {
+    const tcp::endpoint endpoint(asio::ip::make_address(impl_->settings.host), port);
+    acceptor.open(endpoint.protocol());
+    acceptor.set_option(asio::socket_base::reuse_address(true));
+    acceptor.bind(endpoint);
+    acceptor.listen();
+    impl_->accept(acceptor);
+  };
+  listen(impl_->acceptor, impl_->settings.port);
+  if (impl_->sglang_disaggregated() && impl_->settings.role == "prefill") listen(impl_->bootstrap_acceptor, impl_->settings.bootstrap_port);
 }
 
 http_server::~http_server() = default;
 
 std::uint16_t http_server::port() const { return impl_->acceptor.local_endpoint().port(); }
+
+std::uint16_t http_server::bootstrap_port() const {
+  return impl_->bootstrap_acceptor.is_open() ? impl_->bootstrap_acceptor.local_endpoint().port() : 0;
+}
 
 void http_server::run() {
   std::vector<std::thread> threads;

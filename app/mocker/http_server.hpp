@@ -6,7 +6,8 @@
 ///   GET  /mocker/cache                           the true cache contents of every rank
 ///   POST /mocker/restart                         an engine restart (KV-event sequence back to 0)
 ///   POST /mocker/faults {"drop_batches_pct": P}  change the KV-event drop rate at run time
-///   GET  /mocker/kv_transfer/ID                  a prefill worker's leased blocks (disaggregated serving)
+///   GET  /mocker/kv_transfer/ID                  a prefill worker's leased blocks (vLLM disaggregated serving)
+///   GET  /mocker/bootstrap/ROOM                  a prefill worker's blocks of an SGLang room, once prefilled
 ///   GET  /mocker/pd                              what the disaggregated roles did (counts, last params)
 
 #include <chrono>
@@ -28,7 +29,9 @@ struct server_settings {
   /// Disaggregated serving: `prefill` answers a prefill leg with transfer params, `decode`
   /// pulls a prefill worker's blocks, `both` does either (and aggregated requests).
   std::string role = "both";
-  std::string pd = "vllm-nixl";  ///< the disaggregation protocol spoken
+  std::string pd = "vllm-nixl";  ///< the disaggregation protocol spoken: vllm-nixl or sglang
+  /// SGLang prefill workers: the bootstrap server's port (`GET /mocker/bootstrap/ROOM`), 0 = any.
+  std::uint16_t bootstrap_port = 8998;
   std::chrono::seconds kv_lease{30};  ///< how long a prefill worker holds a prompt's blocks for its decode worker
   std::uint32_t block_size = 16;      ///< for the transfer's block hashes
 };
@@ -39,6 +42,8 @@ class http_server {
   http_server(server_settings settings, std::vector<std::unique_ptr<engine_loop>>& ranks, const prompt_tokenizer& prompts);
   ~http_server();
   [[nodiscard]] std::uint16_t port() const;
+  /// The bootstrap server's port (SGLang prefill workers), 0 when there is none.
+  [[nodiscard]] std::uint16_t bootstrap_port() const;
   /// Serves until stop() (callable from a signal-watching thread).
   void run();
   void stop();

@@ -68,16 +68,16 @@ struct pull_state {
 
 }  // namespace
 
-void pull_kv(asio::any_io_executor executor, const std::string& host, std::uint16_t port, const std::string& id,
-             std::function<void(pull_result)> done) {
+void pull_kv(asio::any_io_executor executor, const std::string& host, std::uint16_t port, const std::string& path,
+             std::chrono::seconds timeout, std::function<void(pull_result)> done) {
   auto state = std::make_shared<pull_state>(executor);
   state->done = std::move(done);
   beast::error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   if (ec) return state->finish({false, {}, fmt::format("remote_host {} is not an IP address", host)});
-  state->request = {http::verb::get, "/mocker/kv_transfer/" + id, 11};
+  state->request = {http::verb::get, path, 11};
   state->request.set(http::field::host, fmt::format("{}:{}", host, port));
-  state->timer.expires_after(std::chrono::seconds(10));
+  state->timer.expires_after(timeout);
   state->timer.async_wait([state](beast::error_code wait_ec) {
     if (!wait_ec) state->finish({false, {}, "the transfer timed out"});
   });

@@ -1,8 +1,9 @@
 #pragma once
-/// The mocker's side of disaggregated serving, vLLM NIXL style: a prefill worker leases the
-/// prompt blocks it computed under a transfer id; a decode worker pulls them over loopback HTTP
-/// (`GET /mocker/kv_transfer/ID` answers the blocks' engine hashes) and checks them against its
-/// own hashes of the prompt, so a hand-off for another prompt, or an expired lease, is caught.
+/// The mocker's side of disaggregated serving, vLLM NIXL style (SGLang's is bootstrap_rooms.hpp):
+/// a prefill worker leases the prompt blocks it computed under a transfer id; a decode worker
+/// pulls them over loopback HTTP (`GET /mocker/kv_transfer/ID` answers the blocks' engine
+/// hashes) and checks them against its own hashes of the prompt, so a hand-off for another
+/// prompt, or an expired lease, is caught.
 
 #include <chrono>
 #include <cstdint>
@@ -46,8 +47,10 @@ struct pull_result {
   std::string error;
 };
 
-/// Pulls transfer `id` from the prefill worker at host:port; `done` runs on `executor`.
-void pull_kv(boost::asio::any_io_executor executor, const std::string& host, std::uint16_t port, const std::string& id,
-             std::function<void(pull_result)> done);
+/// Pulls the blocks at `path` from the prefill worker at host:port (vLLM: its transfer,
+/// `/mocker/kv_transfer/ID`; SGLang: its bootstrap server's room, `/mocker/bootstrap/ROOM`),
+/// giving up after `timeout`; `done` runs on `executor`.
+void pull_kv(boost::asio::any_io_executor executor, const std::string& host, std::uint16_t port, const std::string& path,
+             std::chrono::seconds timeout, std::function<void(pull_result)> done);
 
 }  // namespace kvr::mocker

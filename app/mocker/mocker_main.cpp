@@ -48,11 +48,16 @@ const cli::option_table<options>& http_options() {
       cli::text<options>("--model", "NAME", "the model name in answers and /v1/models", [](auto& o) -> auto& { return o.server.model; }, true),
       cli::integer<options>("--threads", "N", "HTTP threads", [](auto& o) -> auto& { return o.server.threads; }, 1, 64),
       cli::choice<options>("--role", "ROLE",
-                           "disaggregated serving: prefill (answers prefill legs with kv_transfer_params), decode (pulls "
-                           "the prefill worker's blocks, checks their hashes, then decodes) or both",
+                           "disaggregated serving: prefill (computes the prompt and hands its blocks over), decode "
+                           "(takes the prefill worker's blocks, checks their hashes, then decodes) or both",
                            [](auto& o) -> auto& { return o.server.role; }, {"both", "prefill", "decode"}),
-      cli::choice<options>("--pd", "PROTOCOL", "the disaggregation protocol spoken",
-                           [](auto& o) -> auto& { return o.server.pd; }, {"vllm-nixl"}),
+      cli::choice<options>("--pd", "PROTOCOL",
+                           "the disaggregation protocol spoken: vllm-nixl (the decode worker pulls the blocks named by "
+                           "the prefill's kv_transfer_params) or sglang (both legs meet in the body's bootstrap_room)",
+                           [](auto& o) -> auto& { return o.server.pd; }, {"vllm-nixl", "sglang"}),
+      cli::integer<options>("--bootstrap-port", "PORT",
+                            "--pd sglang --role prefill: the bootstrap server's port (the router's bootstrap=); 0 = any",
+                            [](auto& o) -> auto& { return o.server.bootstrap_port; }, 0, 65535),
       cli::integer<options>("--kv-lease-secs", "N", "how long a prefill worker holds a prompt's blocks for its decode worker",
                             [](auto& o) -> auto& { return o.kv_lease_secs; }, 1, 3600),
   };
@@ -147,7 +152,8 @@ std::string usage() {
          "names: vllm:num_requests_running, vllm:prefix_cache_queries_total, ...); GET /mocker/cache (the\n"
          "true cache contents per rank); POST /mocker/restart (an engine restart); POST /mocker/faults\n"
          "{\"drop_batches_pct\": P} (change the drop rate at run time); GET /mocker/kv_transfer/ID (a prefill\n"
-         "worker's leased blocks, for --role decode peers); GET /mocker/pd (what the roles did).\n";
+         "worker's leased blocks, for --role decode peers); GET /mocker/bootstrap/ROOM (an SGLang prefill\n"
+         "worker's blocks of a room, on its bootstrap port); GET /mocker/pd (what the roles did).\n";
 }
 
 std::expected<options, std::string> parse(const std::vector<std::string>& args) {

@@ -91,6 +91,17 @@ std::expected<mock_request, std::string> prompt_tokenizer::parse(std::string_vie
       return std::unexpected("kv_transfer_params: do_remote_prefill needs remote_host, remote_port and remote_request_id");
     out.kv_transfer = std::move(t);
   }
+  if (auto room = request.find("bootstrap_room"); room != request.end() && !room->is_null()) {
+    if (!room->is_number_unsigned()) return std::unexpected("bootstrap_room must be an integer (batched rooms are not simulated)");
+    mock_request::bootstrap b;
+    b.room = room->get<std::uint64_t>();
+    if (auto host = request.find("bootstrap_host"); host != request.end() && host->is_string()) b.host = host->get<std::string>();
+    if (auto port = request.find("bootstrap_port"); port != request.end() && port->is_number_unsigned() &&
+                                                    port->get<std::uint64_t>() > 0 && port->get<std::uint64_t>() <= 65535)
+      b.port = port->get<std::uint16_t>();
+    if (b.host.empty() || b.port == 0) return std::unexpected("bootstrap_room needs bootstrap_host and bootstrap_port");
+    out.sglang_bootstrap = std::move(b);
+  }
   if (chat) {
     const auto messages = request.find("messages");
     if (messages == request.end() || !messages->is_array()) return std::unexpected("messages must be an array");

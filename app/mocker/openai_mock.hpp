@@ -40,6 +40,14 @@ struct mock_request {
     std::string raw;  ///< the object as received
   };
   std::optional<transfer> kv_transfer;
+  /// SGLang's disaggregation fields: both legs name the prefill worker's bootstrap server and
+  /// the room they meet in.
+  struct bootstrap {
+    std::string host;
+    std::uint16_t port = 0;
+    std::uint64_t room = 0;
+  };
+  std::optional<bootstrap> sglang_bootstrap;
 };
 
 /// Turns prompts into token ids. Without a tokenizer, text is split on spaces and each word

@@ -295,13 +295,19 @@ nlohmann::json explain(const router_file& file) {
                     {"kv_events_subscribed", should_subscribe_to_kv_events(config)},
                     {"mm_routing_enabled", uses_prefix_overlap(config)}});
     if (card.disaggregation) {
+      const bool sglang = card.disaggregation->protocol == pd_protocol::sglang;
       json pools = {{"prefill", json::array()}, {"decode", json::array()}};
       for (std::size_t w = 0; w < card.workers.size(); ++w) {
         const worker_spec& worker = card.workers[w];
-        if (prefills(worker.role)) pools["prefill"].push_back(worker_name(worker, w));
+        // SGLang's prefill workers are named with the bootstrap port both legs are told.
+        if (prefills(worker.role))
+          pools["prefill"].push_back(sglang ? fmt::format("{} (bootstrap port {})", worker_name(worker, w), worker.bootstrap_port)
+                                            : worker_name(worker, w));
         if (decodes(worker.role)) pools["decode"].push_back(worker_name(worker, w));
       }
       json rules = to_json(*card.disaggregation);
+      rules["legs"] = sglang ? "both at once, with the prefill worker's bootstrap address and a fresh room"
+                             : "prefill (one token, kv_transfer_params asked for), then decode with the params";
       rules["prefill_choice"] = "the set's cost function over the prefill pool (its workers' cached prefixes)";
       rules["decode_choice"] = card.disaggregation->decode_overlap_credit > 0
                                    ? "booked load over the decode pool, its cached prefix credited"

@@ -84,6 +84,21 @@ def main():
     f.check(not [n for n in os.listdir(out) if n.startswith(".")], "still no hidden files")
     f.check("kvrouter-bench: 2 mockers x" in run.stderr and "distinct blocks" in run.stderr,
             "compare says which caches it gave the mockers by default")
+    # Disaggregated clusters beside the aggregated one: one row per protocol, every request served.
+    pd_json = os.path.join(out, "pd.json")
+    run = subprocess.run([bench, "compare", "--policies", "kv", "--mockers", "2", "--prefill", "1", "--decode", "1",
+                          "--pd", "vllm-nixl,sglang", "--mocker-flag=--speedup", "--mocker-flag=10", "--groups", "3",
+                          "--prompts-per-group", "6", "--output-tokens", "6", "--rate", "30", "--no-progress",
+                          "--out", pd_json], capture_output=True, text=True, timeout=240)
+    pd = json.load(open(pd_json)) if run.returncode == 0 else []
+    f.check([r["policy"] for r in pd] == ["kv", "kv 1P+1D vllm-nixl", "kv 1P+1D sglang"],
+            f"--prefill/--decode add a disaggregated run per protocol ({[r['policy'] for r in pd]}; {run.stderr.strip()[-300:]})")
+    f.check(all(r["errors"] == 0 and r["requests"] == 18 and r["itl_p50_ms"] is not None for r in pd),
+            "... every request answered, TTFT and ITL measured")
+    f.check(all(r["hit_rate"] > 0.3 for r in pd), f"... the prefill pool's cache hit ({[r['hit_rate'] for r in pd]})")
+    half = subprocess.run([bench, "compare", "--prefill", "2"], capture_output=True, text=True)
+    f.check(half.returncode == 2 and "--decode" in half.stderr, "--prefill without --decode is refused")
+
     # run, against a router started by hand, takes its only model from /v1/models.
     worker = Worker("w0", "--chunks", "3")
     router = Router(os.path.join(os.path.dirname(bench), "kvrouter"), "served-model", [f"{worker.url},id=w0"])

@@ -21,7 +21,6 @@ the blocks over HTTP, checks their hashes against its own, then decodes and stre
 
 Usage: disaggregation_test.py PATH/TO/kvrouter PATH/TO/kvrouter-mocker
 """
-import http.client
 import http.server
 import json
 import os
@@ -31,6 +30,7 @@ import tempfile
 import threading
 import time
 
+from pd_harness import answer_text, busy_workers, chat_body, direct
 from router_harness import Failures, Mocker, Router, wait_for
 
 kvrouter, mocker_binary = sys.argv[1], sys.argv[2]
@@ -68,34 +68,6 @@ class FakePrefill(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
-
-
-def chat_body(model, content, stream=False, **extra):
-    return {"model": model, "stream": stream, "max_tokens": 12, "messages": [{"role": "user", "content": content}], **extra}
-
-
-def answer_text(status, body, stream):
-    """The generated text of an answer (SSE streams joined)."""
-    if status != 200:
-        return None
-    if not stream:
-        choice = json.loads(body)["choices"][0]
-        return choice.get("message", {}).get("content", choice.get("text"))
-    text = ""
-    for line in body.decode().splitlines():
-        if line.startswith("data: ") and line != "data: [DONE]":
-            choice = json.loads(line[6:])["choices"][0]
-            text += choice.get("delta", {}).get("content") or choice.get("text") or ""
-    return text
-
-
-def direct(mocker, path, body):
-    c = http.client.HTTPConnection("127.0.0.1", mocker.port, timeout=30)
-    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    return r.status, data
 
 
 flags = ("--model", "pd", "--block-size", "16", "--speedup", "20")
@@ -197,14 +169,10 @@ try:
     time.sleep(0.3)
 
     # 4. Every booking is back to zero (a dry run per set sees every worker idle).
-    def busy_workers():
-        busy = []
-        for name in ("pd", "fake-agg", "fake-fail", "fake-500", "fake-hang"):
-            _, _, body = router.request("POST", "/v1/chat/completions", chat_body(name, "probe"), {"x-kvrouter-dry-run": "1"})
-            busy += [(name, c["worker"]) for c in json.loads(body)["candidates"] if c["active_prefill_tokens"] or c["active_decode_blocks"]]
-        return busy
-    left = wait_for(lambda: not busy_workers(), 3)
-    f.check(left, f"after successes, faults, timeouts and a departed client every booking is released ({busy_workers()})")
+    def busy():
+        return busy_workers(router, ("pd", "fake-agg", "fake-fail", "fake-500", "fake-hang"))
+    left = wait_for(lambda: not busy(), 3)
+    f.check(left, f"after successes, faults, timeouts and a departed client every booking is released ({busy()})")
     metrics = router.metrics()
     f.check(metrics["kvrouter_pd_missing_transfer_params_total"] >= 2 and metrics["kvrouter_pd_prefill_timeouts_total"] >= 1 and
             metrics["kvrouter_pd_prefill_error_statuses_total"] >= 1 and
@@ -218,7 +186,7 @@ try:
     mockers["p1"].stop()
     statuses = [router.request("POST", "/v1/chat/completions", chat_body("pd", f"after p1 left {i} " * 5))[0] for i in range(6)]
     f.check(statuses == [200] * 6, f"with a prefill worker gone, its requests are retried on a new pair ({statuses})")
-    f.check(wait_for(lambda: not busy_workers(), 3), "and their bookings are released too")
+    f.check(wait_for(lambda: not busy(), 3), "and their bookings are released too")
     f.check(router.stop() == 0, "kvrouter stops cleanly")
 finally:
     if router and router.proc.poll() is None:

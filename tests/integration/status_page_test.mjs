@@ -155,7 +155,12 @@ try {
   const refreshesBefore = await page.evaluate(() => Number(document.body.dataset.refreshes));
   for (let i = 0; i < 40 && (await routedShown()) !== "30"; i++) await sleep(100);
   check(await routedShown() === "30", `the routed count follows the traffic without a reload (${await routedShown()})`);
-  await page.waitForFunction(() => document.querySelector('[data-chart="rps"] polyline') !== null, null, { timeout: 8000 });
+  // Three samples at least: two may both show the burst's rate, a flat line a couple of pixels
+  // long; the one after the burst shows the rate falling.
+  await page.waitForFunction(() => {
+    const line = document.querySelector('[data-chart="rps"] polyline');
+    return line !== null && line.getAttribute("points").trim().split(/\s+/).length >= 3;
+  }, null, { timeout: 8000 });
   const hitRate = await page.textContent('[data-set="m"] [data-figure="hit_rate"] .value');
   check(/^\d+\.\d%$/.test(hitRate) && parseFloat(hitRate) > 20,
         `the hit rate of prompts sent twice is shown (${hitRate})`);

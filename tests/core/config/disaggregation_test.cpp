@@ -88,5 +88,16 @@ TEST(disaggregation, explain_shows_the_pools_and_the_rules) {
   EXPECT_TRUE(shown.contains("prefill_choice") && shown.contains("decode_choice"));
 }
 
+TEST(disaggregation, explain_names_each_sglang_prefill_worker_with_its_bootstrap_port) {
+  const auto file = parse_router_file(card_file(
+      R"([{"url":"http://p:8000","id":"p","role":"prefill","bootstrap_port":9001},{"url":"http://q:8000","id":"q","role":"prefill"},{"url":"http://d:8000","id":"d","role":"decode"}])",
+      R"({"protocol":"sglang"})"));
+  ASSERT_TRUE(file);
+  const json shown = explain(*file)["sets"][0]["disaggregation"];
+  EXPECT_EQ(shown["pools"]["prefill"], json::parse(R"J(["p (bootstrap port 9001)","q (bootstrap port 8998)"])J"));
+  EXPECT_EQ(shown["pools"]["decode"], json::parse(R"(["d"])"));
+  EXPECT_NE(shown["legs"].get<std::string>().find("at once"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvr
