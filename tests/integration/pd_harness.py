@@ -40,3 +40,26 @@ def busy_workers(router, set_names):
         _, _, body = router.request("POST", "/v1/chat/completions", chat_body(name, "probe"), {"x-kvrouter-dry-run": "1"})
         busy += [(name, c["worker"]) for c in json.loads(body)["candidates"] if c["active_prefill_tokens"] or c["active_decode_blocks"]]
     return busy
+
+
+def generation_cases(model, words):
+    """Six chats (every other one streamed) and two completions (one streamed) of `model`:
+    (path, body, stream) each, prompts made of `words`."""
+    cases = [("/v1/chat/completions", chat_body(model, f"{words} topic {i} " * 8, stream=i % 2 == 0), i % 2 == 0)
+             for i in range(6)]
+    cases += [("/v1/completions", {"model": model, "prompt": f"{words} number {i} " * 10, "max_tokens": 9, "stream": s}, s)
+              for i, s in ((1, False), (2, True))]
+    return cases
+
+
+def compare_with_aggregated(router, reference, cases):
+    """Sends each case through `router` and straight to the aggregated `reference` mocker:
+    (whether each answer's text equals the reference's, the workers that answered)."""
+    same, workers_seen = [], set()
+    for path, body, stream in cases:
+        status, headers, data = router.request("POST", path, body)
+        expected = answer_text(*direct(reference, path, body), stream)
+        got = answer_text(status, data, stream)
+        same.append(got == expected and bool(got))
+        workers_seen.add(headers.get("x-kvrouter-worker"))
+    return same, workers_seen

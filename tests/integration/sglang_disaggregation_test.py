@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 
-from pd_harness import answer_text, busy_workers, chat_body, direct
+from pd_harness import busy_workers, chat_body, compare_with_aggregated, generation_cases
 from router_harness import Failures, Mocker, Router, free_port, wait_for
 
 kvrouter, mocker_binary = sys.argv[1], sys.argv[2]
@@ -113,16 +113,8 @@ try:
     router = Router(kvrouter, None, [], "--config", config, "--pd-timeout-secs", "1", "--engine-metrics-interval-ms", "0")
 
     # 1. Answers equal the aggregated ones; every room met.
-    cases = [("/v1/chat/completions", chat_body("sg", f"sglang topic {i} " * 8, stream=i % 2 == 0), i % 2 == 0) for i in range(6)]
-    cases += [("/v1/completions", {"model": "sg", "prompt": f"sglang number {i} " * 10, "max_tokens": 9, "stream": s}, s)
-              for i, s in ((1, False), (2, True))]
-    same, workers_seen = [], set()
-    for path, body, stream in cases:
-        status, headers, data = router.request("POST", path, body)
-        expected = answer_text(*direct(reference, path, body), stream)
-        got = answer_text(status, data, stream)
-        same.append(got == expected and bool(got))
-        workers_seen.add(headers.get("x-kvrouter-worker"))
+    cases = generation_cases("sg", "sglang")
+    same, workers_seen = compare_with_aggregated(router, reference, cases)
     f.check(all(same), f"SGLang-disaggregated answers equal one aggregated worker's for the same prompts ({same})")
     f.check(workers_seen <= {"d0", "d1"}, f"and come from a decode worker ({workers_seen})")
     stats = lambda: {name: json.loads(mockers[name].request("GET", "/mocker/pd")[1]) for name in mockers}
