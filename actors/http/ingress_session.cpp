@@ -612,8 +612,11 @@ class session final : public std::enable_shared_from_this<session>, public timed
     std::string head = upstream_request_head(worker, request_, body.size(), request_id_, client_sent_id_,
                                              server_.settings.forward_authorization);
     prefill_started_ = clock_type::now();
-    prefill_ = std::make_shared<upstream_exchange>(server_, thread_);
-    prefill_->start(worker, std::move(head), std::move(body), server_.settings.pd_timeout, shared_from_this(), std::move(done));
+    // Held here too: a leg failing at once may retry, and the retry replaces prefill_ while
+    // this leg's start() is still on the stack.
+    const auto leg = std::make_shared<upstream_exchange>(server_, thread_);
+    prefill_ = leg;
+    leg->start(worker, std::move(head), std::move(body), server_.settings.pd_timeout, shared_from_this(), std::move(done));
   }
 
   void cancel_prefill() {
