@@ -187,6 +187,10 @@ const option_table<options>& serving_options() {
                       &replica_options::warmup_given));
     t.push_back(text<options>("--kv-bind", "ENDPOINT", "bind one KV-event socket that engines connect to (topics tell them apart)",
                               [](auto& o) -> auto& { return o.serve.pipeline.kv_bind; }, true));
+    t.push_back(integer<options>("--kv-decoders", "N",
+                                 "threads decoding each set's KV events, its publishers shared out between them (one with "
+                                 "--kv-bind); 0 = one per 32 publishers, at most a quarter of the cores",
+                                 [](auto& o) -> auto& { return o.serve.pipeline.kv_decoders; }, 0, 256));
     t.push_back(flag_switch<options>("--media-allow-private",
                                      "image URLs may resolve to loopback / private addresses (SSRF guard off)",
                                      [](auto& o) -> auto& { return o.serve.pipeline.media.allow_private; }));

@@ -23,7 +23,7 @@ namespace {
 
 constexpr const char* kv_index_usage =
     "Usage: kvrouter kv-index --worker URL,kv_events=tcp://HOST:PORT[,replay=tcp://HOST:PORT][,dp_size=N][,id=NAME][,topic=T] ...\n"
-    "                         [--kv-bind tcp://*:PORT] [--block-size N] [--max-index-blocks N]\n"
+    "                         [--kv-bind tcp://*:PORT] [--kv-decoders N] [--block-size N] [--max-index-blocks N]\n"
     "                         [--idle SECONDS] [--duration SECONDS] [--replay-timeout-ms N]\n"
     "\n"
     "Subscribes to the workers' KV events (connecting to each kv_events= endpoint, or with --kv-bind, binding one\n"
@@ -66,6 +66,7 @@ struct kv_index_options {
   router_config config;
   double idle_secs = 2;
   double duration_secs = 60;
+  std::size_t decoders = 1;
 };
 
 const option_table<kv_index_options>& kv_index_table() {
@@ -75,6 +76,8 @@ const option_table<kv_index_options>& kv_index_table() {
                 [](auto& o) -> auto& { return o.workers; }),
       text<o_t>("--kv-bind", "ENDPOINT", "bind one socket that engines connect to (told apart by topic) instead of connecting",
                 [](auto& o) -> auto& { return o.subscriber.bind_endpoint; }, true),
+      integer<o_t>("--kv-decoders", "N", "threads decoding the events, the publishers shared out between them as the router does",
+                   [](auto& o) -> auto& { return o.decoders; }, 1, 256),
       option<o_t>{"--block-size", "N", "tokens per KV block, as the engines are configured", ">= 1",
                   [](o_t& o, std::string_view v) -> std::expected<void, std::string> {
                     if (auto set = set_knob(o.config, "block_size", v); !set) return std::unexpected(set.error().message);
@@ -142,14 +145,27 @@ int run_kv_index(const std::vector<std::string>& args) {
   for (const kv_publisher& p : settings.publishers) scorer_config.routing.worker_names.push_back(p.name);
   const scorer_actor scorer = spawn_scorer(system, scorer_config);
 
-  std::shared_ptr<kv_subscriber> subscriber;
+  std::vector<std::shared_ptr<kv_subscriber>> subscribers;
+  std::vector<caf::actor> drivers;
   try {
-    subscriber = std::make_shared<kv_subscriber>(settings, [scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); });
+    for (auto& share : share_out_publishers(settings.publishers, kv_decoder_threads(parsed.decoders, settings.publishers.size(),
+                                                                                    !settings.bind_endpoint.empty()))) {
+      kv_subscriber_settings shard = settings;
+      shard.publishers = std::move(share);
+      subscribers.push_back(std::make_shared<kv_subscriber>(
+          shard, [scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); }));
+    }
   } catch (const std::exception& e) {
     std::cerr << "kvrouter kv-index: " << e.what() << "\n";
     return 1;
   }
-  const caf::actor driver = spawn_component_driver(system, subscriber, "kvr-kv-sub");
+  for (const auto& subscriber : subscribers) drivers.push_back(spawn_component_driver(system, subscriber, "kvr-kv-sub"));
+  auto batches_seen = [&subscribers] {
+    std::uint64_t total = 0;
+    for (const auto& subscriber : subscribers)
+      for (const auto& s : subscriber->stats()) total += s.live_batches + s.replay_batches;
+    return total;
+  };
 
   using clock = std::chrono::steady_clock;
   const auto started = clock::now();
@@ -157,9 +173,7 @@ int run_kv_index(const std::vector<std::string>& args) {
   std::uint64_t seen = 0;
   while (clock::now() - started < std::chrono::duration<double>(duration)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    std::uint64_t total = 0;
-    for (const auto& s : subscriber->stats()) total += s.live_batches + s.replay_batches;
-    if (total != seen) {
+    if (const std::uint64_t total = batches_seen(); total != seen) {
       seen = total;
       last_activity = clock::now();
     } else if (idle > 0 && seen > 0 && clock::now() - last_activity >= std::chrono::duration<double>(idle)) {
@@ -168,16 +182,19 @@ int run_kv_index(const std::vector<std::string>& args) {
   }
   nlohmann::json out;
   caf::scoped_actor self{system};
-  // Once the driver is down its last step has delivered its batches: they are in the scorer's
+  // Once a driver is down its last step has delivered its batches: they are in the scorer's
   // mailbox before the dump request is.
-  self->monitor(driver);
-  self->send_exit(driver, caf::exit_reason::user_shutdown);
-  self->receive([](const caf::down_msg&) {});
+  for (const caf::actor& driver : drivers) {
+    self->monitor(driver);
+    self->send_exit(driver, caf::exit_reason::user_shutdown);
+  }
+  for (std::size_t down = 0; down < drivers.size(); ++down) self->receive([](const caf::down_msg&) {});
   self->request(scorer, std::chrono::seconds(10), dump_index_atom_v)
       .receive([&](const std::string& dump) { out = nlohmann::json::parse(dump); },
                [&](const caf::error& error) { out["error"] = caf::to_string(error); });
   nlohmann::json publishers = nlohmann::json::array();
-  for (const auto& s : subscriber->stats()) publishers.push_back(to_json(s));
+  for (const auto& subscriber : subscribers)
+    for (const auto& s : subscriber->stats()) publishers.push_back(to_json(s));
   out["subscriber"] = std::move(publishers);
   std::cout << out.dump(1) << std::endl;
   self->send_exit(scorer, caf::exit_reason::user_shutdown);

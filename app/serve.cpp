@@ -157,7 +157,7 @@ int run_serve(const options& options) {
       if (replicas->warm_up_over()) return std::nullopt;
       if (auto why = replicas->warming_up()) return why;
       for (const worker_set_route& set : table.sets)
-        if (!set.kv_warm->load()) return fmt::format("replaying the KV events of worker set {}", set.name);
+        if (!set.kv_replays_done()) return fmt::format("replaying the KV events of worker set {}", set.name);
       return std::nullopt;
     });
     ingress->set_replication_status([replicas] { return replicas->status().dump(); });

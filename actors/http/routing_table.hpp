@@ -2,6 +2,7 @@
 /// The immutable table ingress routes by: model -> worker set (its actors, effective config,
 /// workers). Built when the set of worker sets changes, swapped in whole.
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <expected>
@@ -62,8 +63,12 @@ struct worker_set_route {
   /// The engine-metrics scraper's counters (zero where scrapes are off).
   std::shared_ptr<engine_scrape_counters> scrapes = std::make_shared<engine_scrape_counters>();
   std::shared_ptr<scorer_snapshot_cell> snapshot;
-  /// True once the KV subscriber's warm-start replays ended (always, for sets without one).
-  std::shared_ptr<std::atomic<bool>> kv_warm = std::make_shared<std::atomic<bool>>(true);
+  /// Per KV decoder thread, true once its publishers' warm-start replays ended (none: a set
+  /// without KV events).
+  std::vector<std::shared_ptr<std::atomic<bool>>> kv_warm;
+  [[nodiscard]] bool kv_replays_done() const {
+    return std::all_of(kv_warm.begin(), kv_warm.end(), [](const auto& done) { return done->load(); });
+  }
   std::vector<component_status> components;  ///< the set's supervised components
   std::uint64_t restarts = 0;                ///< restarts of the whole set (its scorer or a hasher died)
   /// Routing decisions in flight (ingress bounds it; beyond, 503 at once).

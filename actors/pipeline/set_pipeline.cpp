@@ -171,18 +171,24 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
         return std::make_shared<engine_scraper>(settings, scorer, targets, counters);
       });
     }
-    if (!publishers.empty()) {
+    // Each decoder thread keeps its publishers' order; the scorer applies what every thread
+    // delivers.
+    const auto shares =
+        share_out_publishers(publishers, kv_decoder_threads(serve.kv_decoders, publishers.size(), !serve.kv_bind.empty()));
+    const std::size_t shards = shares.size();
+    out.subscribers.resize(shards);
+    for (std::size_t shard = 0; shard < shards; ++shard) {
       kv_subscriber_settings kv_settings;
-      kv_settings.publishers = publishers;
+      kv_settings.publishers = shares[shard];
       kv_settings.bind_endpoint = serve.kv_bind;
-      set.kv_warm = std::make_shared<std::atomic<bool>>(false);
-      kv_settings.warm_replays_done = set.kv_warm;
-      add("kv_subscriber", [kv_settings, scorer = set.scorer, &out] {
-        auto subscriber = std::make_shared<kv_subscriber>(
-            kv_settings, [scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); });
-        out.subscriber = subscriber;
-        return subscriber;
-      });
+      kv_settings.warm_replays_done = set.kv_warm.emplace_back(std::make_shared<std::atomic<bool>>(false));
+      add(shards == 1 ? "kv_subscriber" : fmt::format("kv_subscriber/{}", shard),
+          [kv_settings, scorer = set.scorer, &out, shard] {
+            auto subscriber = std::make_shared<kv_subscriber>(
+                kv_settings, [scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); });
+            out.subscribers[shard] = subscriber;
+            return subscriber;
+          });
     }
   } catch (const std::exception& e) {
     return std::unexpected(fmt::format("worker set {}: {}", card.name, e.what()));
@@ -191,7 +197,7 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
 }
 
 void drive(caf::actor_system& system, component_slot& slot) {
-  const std::string thread_name = slot.name == "kv_subscriber"    ? "kvr-kv-sub"
+  const std::string thread_name = slot.name.starts_with("kv_subscriber") ? "kvr-kv-sub"
                                   : slot.name == "health_checker" ? "kvr-health"
                                   : slot.name == "engine_scraper" ? "kvr-scrape"
                                                                   : "kvr-media";
@@ -205,7 +211,7 @@ void stop_set(running_set& set, bool keep_actors) {
     slot.driver = nullptr;
     slot.instance.reset();  // the driver holds it until it is down
   }
-  set.subscriber.reset();
+  set.subscribers.clear();
   // A retired set's scorer may still answer its last jobs; it no longer speaks for the set.
   if (set.replicas && set.route.scorer) set.replicas->detach(set.route.name, set.route.scorer->address());
   if (keep_actors) return;

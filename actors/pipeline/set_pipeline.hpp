@@ -41,7 +41,9 @@ struct running_set {
   std::uint64_t id = 0;  ///< unique per start (a restarted set is a new one)
   time_point started{};
   worker_set_route route;
-  std::shared_ptr<kv_subscriber> subscriber;  ///< also a component; kept for its stats
+  /// The KV-event decoder threads (each a component too), kept for their stats; an entry is
+  /// null while its component waits for a restart.
+  std::vector<std::shared_ptr<kv_subscriber>> subscribers;
   std::vector<component_slot> components;
   bool health_checks = false;
   std::shared_ptr<replica_hub> replicas;  ///< null without replica sync

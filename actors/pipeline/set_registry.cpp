@@ -41,6 +41,14 @@ std::expected<std::shared_ptr<running_set>, std::string> set_registry::start(con
   return set;
 }
 
+/// Publishers the set's KV decoder threads subscribe to.
+static std::size_t kv_publisher_count(const running_set& set) {
+  std::size_t publishers = 0;
+  for (const auto& subscriber : set.subscribers)
+    if (subscriber) publishers += subscriber->stats().size();
+  return publishers;
+}
+
 /// One line per started set saying what it does with each kind of prompt, and a warning for
 /// each path that routes on less than its config asks for.
 static void say_what_it_does(const running_set& set) {
@@ -48,7 +56,7 @@ static void say_what_it_does(const running_set& set) {
                                              .config = set.route.config,
                                              .prompts = set.route.prompts,
                                              .workers = set.route.workers.size(),
-                                             .kv_publishers = set.subscriber ? set.subscriber->stats().size() : 0});
+                                             .kv_publishers = kv_publisher_count(set)});
   for (const std::string& warning : summary.warnings) std::cerr << "kvrouter: warning: " << warning << "\n";
   std::cerr << "kvrouter: " << summary.line << "\n";
 }
@@ -120,8 +128,9 @@ std::shared_ptr<routing_table> set_registry::table() const {
                                    {"hashes_text", set.route.prompts.tokenizer},
                                    {"hashes_chat", set.route.prompts.chat},
                                    {"media_fetcher", set.route.fetches_media},
-                                   {"kv_subscriber", set.subscriber != nullptr},
-                                   {"kv_publishers", set.subscriber ? set.subscriber->stats().size() : 0},
+                                   {"kv_subscriber", !set.subscribers.empty()},
+                                   {"kv_decoders", set.subscribers.size()},
+                                   {"kv_publishers", kv_publisher_count(set)},
                                    {"health_checks", set.health_checks},
                                    {"components", std::move(components)},
                                    {"set_restarts", table->sets.back().restarts},
@@ -215,12 +224,14 @@ bool set_registry::kill(const std::string& set_name, const std::string& componen
     caf::anon_send_exit(set.route.hashers.front(), caf::exit_reason::kill);
     return true;
   }
+  // "kv_subscriber" names every KV decoder thread of the set ("kv_subscriber/0", ...).
+  bool killed = false;
   for (component_slot& slot : set.components)
-    if (slot.name == component && slot.driver) {
+    if ((slot.name == component || slot.name.starts_with(component + "/")) && slot.driver) {
       caf::anon_send_exit(slot.driver, caf::exit_reason::kill);
-      return true;
+      killed = true;
     }
-  return false;
+  return killed;
 }
 
 void set_registry::retire(const std::shared_ptr<running_set>& set) {

@@ -1,5 +1,6 @@
 #include "actors/sources/kv_subscriber.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -9,6 +10,7 @@
 #include <zmq_addon.hpp>
 
 #include "core/kv/kv_wire.hpp"
+#include "core/kv/stored_block_hashes.hpp"
 
 namespace kvr {
 namespace {
@@ -198,6 +200,7 @@ struct kv_subscriber::impl {
     }
   }
 
+  /// Decodes a payload and hashes its stored blocks here, off the scorer's thread.
   kv_batch decode(publisher_state& p, const zmq::message_t& payload) {
     kv_batch batch;
     if (!decoder.decode_batch(bytes_of(payload), batch)) {
@@ -205,6 +208,7 @@ struct kv_subscriber::impl {
       ++p.stats.decode_errors;
       batch = kv_batch{};
     }
+    precompute_local_hashes(batch);
     return batch;
   }
 
@@ -291,6 +295,21 @@ struct kv_subscriber::impl {
     }
   }
 };
+
+std::size_t kv_decoder_threads(std::size_t requested, std::size_t publishers, bool bind_mode) {
+  if (publishers == 0) return 0;
+  if (bind_mode) return 1;  // one bound socket: its messages arrive in one queue
+  if (requested != 0) return std::min(requested, publishers);
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::clamp<std::size_t>((publishers + 31) / 32, 1, std::max<std::size_t>(1, cores / 4));
+}
+
+std::vector<std::vector<kv_publisher>> share_out_publishers(const std::vector<kv_publisher>& publishers,
+                                                            std::size_t threads) {
+  std::vector<std::vector<kv_publisher>> shares(std::min(threads, publishers.size()));
+  for (std::size_t i = 0; i < publishers.size() && !shares.empty(); ++i) shares[i % shares.size()].push_back(publishers[i]);
+  return shares;
+}
 
 kv_subscriber::kv_subscriber(kv_subscriber_settings settings, sink deliver)
     : impl_(std::make_unique<impl>(std::move(settings), std::move(deliver))) {}

@@ -40,6 +40,19 @@ inline kv_publisher to_kv_publisher(const publisher_spec& spec, worker_id index)
           .topic = spec.topic};
 }
 
+/// How many threads decode a set's KV events: `requested` (--kv-decoders) when not 0, never
+/// more than there are publishers, and one where one bound socket receives them all. Auto (0):
+/// one per 32 publishers, at most a quarter of the cores: a thread decodes millions of block
+/// events a second, more than a few hundred engines publish, and the set's scorer applies
+/// them all on one thread.
+[[nodiscard]] std::size_t kv_decoder_threads(std::size_t requested, std::size_t publishers, bool bind_mode);
+
+/// `publishers` shared out over `threads` subscribers, round-robin: a worker's data-parallel
+/// ranks, adjacent in the list, land on different threads. Each publisher is on one thread, so
+/// its batches keep their order.
+[[nodiscard]] std::vector<std::vector<kv_publisher>> share_out_publishers(const std::vector<kv_publisher>& publishers,
+                                                                          std::size_t threads);
+
 struct kv_subscriber_settings {
   std::vector<kv_publisher> publishers;
   std::string bind_endpoint;  ///< non-empty: bind one SUB here instead of connecting

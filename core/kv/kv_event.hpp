@@ -36,6 +36,9 @@ struct kv_stored {
   std::optional<std::int64_t> group_idx;          ///< KV-cache group (hybrid models)
   std::string kv_cache_spec_kind;                 ///< e.g. full_attention; empty = not sent
   std::optional<std::int64_t> sliding_window;
+  /// The router's local hash per block (core/kv/stored_block_hashes), when the decoder thread
+  /// computed them; empty: the index computes them. Not on the wire.
+  std::vector<std::uint64_t> local_hashes;
 };
 
 /// `BlockRemoved`: the worker evicted these blocks.

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/kv/block_hash.hpp"
+#include "core/kv/stored_block_hashes.hpp"
 
 namespace kvr {
 namespace {
@@ -82,22 +83,17 @@ bool prefix_index::apply_stored(worker_id worker, const kv_stored& event) {
   }
 
   // Phase 1, pure compute: the router's own keys from the event's tokens (and image hashes,
-  // LoRA, salt), prefetching the table slots phase 2 will touch so their misses overlap.
-  const std::uint64_t seed = block_seed(event.lora_name);
-  const bool sequence_start = !event.parent_block_hash;
-  const std::span<const std::uint32_t> tokens(event.token_ids);
+  // LoRA, salt), which a KV decoder thread usually computed already, chained onto the parent;
+  // prefetching the table slots phase 2 will touch so their misses overlap.
+  std::span<const std::uint64_t> local = event.local_hashes;
+  if (local.size() != n_blocks) {
+    compute_stored_local_hashes(event, scratch_local_);
+    local = scratch_local_;
+  }
   scratch_sequence_.clear();
   std::uint64_t previous = parent_sequence_hash;
   for (std::size_t b = 0; b < n_blocks; ++b) {
-    scratch_images_.clear();
-    for (const block_image_hash& image : event.images)
-      if (image.block == b) scratch_images_.push_back(image.hash);
-    std::sort(scratch_images_.begin(), scratch_images_.end());
-    const bool first_of_sequence = sequence_start && b == 0;
-    const std::uint64_t block_seed_value =
-        first_of_sequence && !event.cache_salt.empty() ? block_seed(event.lora_name, event.cache_salt) : seed;
-    const std::uint64_t local = local_block_hash(tokens.subspan(b * block_size_, block_size_), scratch_images_, block_seed_value);
-    previous = first_of_sequence ? local : chain_sequence_hash(previous, local);
+    previous = !event.parent_block_hash && b == 0 ? local[0] : chain_sequence_hash(previous, local[b]);
     scratch_sequence_.push_back(previous);
     by_sequence_hash_.prefetch(previous);
     state.blocks.prefetch(event.block_hashes[b]);

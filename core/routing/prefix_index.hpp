@@ -139,7 +139,7 @@ class prefix_index {
   // Reused scratch buffers (the index is single-threaded by contract).
   std::vector<std::uint64_t> scratch_sequence_;
   std::vector<std::uint32_t> scratch_entries_;
-  std::vector<std::uint64_t> scratch_images_;
+  std::vector<std::uint64_t> scratch_local_;
   std::vector<std::uint64_t> scratch_active_;
 };
 

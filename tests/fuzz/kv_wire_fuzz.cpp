@@ -1,17 +1,21 @@
 // libFuzzer target: arbitrary bytes through the KV-event decoder and into a prefix index.
 // Whatever the bytes, decoding returns a value or an error, and applying what decoded keeps
 // the index within its bound; AddressSanitizer, UBSan and -malloc_limit_mb catch the rest.
+// Differential: a batch whose local block hashes a decoder thread precomputed must leave a
+// second index exactly as the index that hashed the blocks itself.
 
 #include <cstddef>
 #include <cstdint>
 
 #include "core/kv/kv_apply.hpp"
 #include "core/kv/kv_wire.hpp"
+#include "core/kv/stored_block_hashes.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static kvr::kv_wire_decoder decoder;
   static kvr::prefix_index index(4, 4096);
-  static kvr::kv_event_counters counters;
+  static kvr::prefix_index precomputed_index(4, 4096);
+  static kvr::kv_event_counters counters, precomputed_counters;
   const std::span<const std::uint8_t> payload(data, size);
 
   kvr::kv_batch batch;
@@ -19,6 +23,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const kvr::worker_id worker = size > 0 ? data[0] % 8 : 0;
     kvr::apply_batch(index, worker, batch, counters);
     if (index.total_blocks() > index.max_blocks()) __builtin_trap();
+    kvr::precompute_local_hashes(batch);
+    kvr::apply_batch(precomputed_index, worker, batch, precomputed_counters);
+    if (precomputed_index.total_blocks() != index.total_blocks() ||
+        precomputed_index.worker_blocks(worker) != index.worker_blocks(worker) ||
+        precomputed_index.counters().stored_blocks != index.counters().stored_blocks)
+      __builtin_trap();
   }
   (void)decoder.decode_event(payload);
   return 0;

@@ -4,7 +4,8 @@
 Three mockers on loopback (ipc:// sockets for KV events: they bind, as vLLM binds wildcard
 endpoints), publishing vLLM's map form with 25% of batches dropped, SGLang's form over two
 data-parallel ranks, and vLLM's array form with 32-byte bin hashes. `kvrouter kv-index`
-subscribes to all of them while token-id traffic with shared prefixes fills small caches (so
+subscribes to all of them on three decoder threads (m0 and m2 share one, each of m1's ranks
+has its own) while token-id traffic with shared prefixes fills small caches (so
 blocks are evicted) and one mocker restarts, losing its first batches after the restart. Its
 index must equal every rank's `/mocker/cache` block for block. Then: streaming is
 incremental, prefix-cache metrics count hits, bad requests get OpenAI-shaped errors, and a
@@ -47,7 +48,7 @@ def main():
         kv, replay = f"ipc://{sockets}/{name}", f"ipc://{sockets}/{name}-replay"
         mockers[name] = Mocker(mocker_bin, *common, "--kv-events-endpoint", kv, "--replay-endpoint", replay, *flags)
         workers += ["--worker", f"{mockers[name].url},kv_events={kv},replay={replay},id={name}{extra}"]
-    index = subprocess.Popen([kvrouter, "kv-index", *workers, "--block-size", "16", "--idle", "3", "--duration", "90"],
+    index = subprocess.Popen([kvrouter, "kv-index", *workers, "--kv-decoders", "3", "--block-size", "16", "--idle", "3", "--duration", "90"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(1.0)  # let the subscriptions settle before the first batch

@@ -1,0 +1,36 @@
+#include "core/kv/stored_block_hashes.hpp"
+
+#include <algorithm>
+#include <span>
+
+#include "core/kv/block_hash.hpp"
+
+namespace kvr {
+
+void compute_stored_local_hashes(const kv_stored& event, std::vector<std::uint64_t>& out) {
+  out.clear();
+  const std::size_t blocks = event.block_hashes.size();
+  if (event.block_size == 0 || event.token_ids.size() != blocks * event.block_size) return;
+  out.reserve(blocks);
+  const std::uint64_t seed = block_seed(event.lora_name);
+  // The salt seeds the first block of a sequence only: an event with a parent continues one.
+  const std::uint64_t first_seed =
+      !event.parent_block_hash && !event.cache_salt.empty() ? block_seed(event.lora_name, event.cache_salt) : seed;
+  const std::span<const std::uint32_t> tokens(event.token_ids);
+  std::vector<std::uint64_t> images;  // only events with images pay for this
+  for (std::size_t b = 0; b < blocks; ++b) {
+    images.clear();
+    for (const block_image_hash& image : event.images)
+      if (image.block == b) images.push_back(image.hash);
+    std::sort(images.begin(), images.end());
+    out.push_back(local_block_hash(tokens.subspan(b * event.block_size, event.block_size), images, b == 0 ? first_seed : seed));
+  }
+}
+
+void precompute_local_hashes(kv_batch& batch) {
+  for (kv_event& event : batch.events)
+    if (auto* stored = std::get_if<kv_stored>(&event); stored != nullptr && is_gpu_tier(stored->medium))
+      compute_stored_local_hashes(*stored, stored->local_hashes);
+}
+
+}  // namespace kvr
