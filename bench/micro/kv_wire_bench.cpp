@@ -6,6 +6,7 @@
 #include "bench/micro/workload.hpp"
 #include "core/kv/kv_apply.hpp"
 #include "core/kv/kv_wire.hpp"
+#include "core/kv/stored_block_hashes.hpp"
 
 namespace kvr::bench {
 namespace {
@@ -65,6 +66,67 @@ void BM_decode_only(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * payload.size()));
 }
 BENCHMARK(BM_decode_only)->ArgsProduct({{16, 64}, {1, 8, 32}});
+
+/// What one KV decoder thread does per payload: decode it and hash its stored blocks. Run on
+/// 1 and 2 threads (each its own decoder and payloads, as the router's threads have): items/s
+/// is the sum over threads. Args: block size, blocks per event.
+void BM_decoder_thread(benchmark::State& state) {
+  const auto block_size = static_cast<std::uint32_t>(state.range(0));
+  const auto blocks = static_cast<std::size_t>(state.range(1));
+  constexpr std::size_t pool = 256;
+  std::vector<std::vector<std::uint8_t>> stores, removals;
+  for (std::size_t i = 0; i < pool; ++i) {
+    kv_stored stored = stored_event(random_tokens(blocks * block_size, 1000 + i + 7919 * state.thread_index()), block_size,
+                                    0, blocks, 5000000 + i);
+    removals.push_back(encode_batch({kv_removed{stored.block_hashes}}));
+    stores.push_back(encode_batch({stored}));
+  }
+  kv_wire_decoder decoder;
+  kv_batch batch;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    (void)decoder.decode_batch(stores[i % pool], batch);
+    precompute_local_hashes(batch);
+    benchmark::DoNotOptimize(batch);
+    (void)decoder.decode_batch(removals[i % pool], batch);
+    benchmark::DoNotOptimize(batch);
+    ++i;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * blocks * 2));
+}
+BENCHMARK(BM_decoder_thread)->ArgsProduct({{16, 64}, {8, 32}})->Threads(1)->Threads(2)->UseRealTime();
+
+/// What the set's scorer does per payload once a decoder thread hashed the blocks: apply the
+/// decoded batches (chain, link, remove). Same workload as BM_decode_and_apply.
+void BM_apply_prehashed(benchmark::State& state) {
+  const auto block_size = static_cast<std::uint32_t>(state.range(0));
+  const auto blocks = static_cast<std::size_t>(state.range(1));
+  constexpr std::size_t pool = 2048, lag = 512;
+  constexpr worker_id workers = 16;
+  prefix_index index(block_size, 1u << 22);
+  for (std::size_t i = 0; index.total_blocks() < 100000; ++i) {
+    const auto tokens = random_tokens(32 * block_size, 900000 + i);
+    index.apply_stored(static_cast<worker_id>(i % workers), stored_event(tokens, block_size, 0, 32, 7000000 + i));
+  }
+  kv_wire_decoder decoder;
+  std::vector<kv_batch> stores(pool), removals(pool);
+  for (std::size_t i = 0; i < pool; ++i) {
+    kv_stored stored = stored_event(random_tokens(blocks * block_size, 1000 + i), block_size, 0, blocks, 5000000 + i);
+    (void)decoder.decode_batch(encode_batch({kv_removed{stored.block_hashes}}), removals[i]);
+    (void)decoder.decode_batch(encode_batch({stored}), stores[i]);
+    precompute_local_hashes(stores[i]);
+  }
+  kv_event_counters counters;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    apply_batch(index, static_cast<worker_id>(i % workers), stores[i % pool], counters);
+    if (i >= lag) apply_batch(index, static_cast<worker_id>((i - lag) % workers), removals[(i - lag) % pool], counters);
+    ++i;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * blocks * 2));
+  if (counters.dropped_stored != 0 || counters.malformed_events != 0) state.SkipWithError("events were dropped");
+}
+BENCHMARK(BM_apply_prehashed)->ArgsProduct({{16, 64}, {8, 32}});
 
 }  // namespace
 }  // namespace kvr::bench

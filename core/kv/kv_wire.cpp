@@ -126,13 +126,17 @@ std::expected<void, wire_error> read_extra_keys(mp_ref ref, kv_stored& event) {
     return {};
   };
   if (!ref.is_array()) return fail("extra_keys: expected an array or nil");
+  // Engines send a nil per block without keys: most events have nothing else, one byte a block.
+  if (mp_elements nils(ref); nils.skip_nils() == ref.size()) return {};
   // Reserved from a count of the keys (headers only), so the images never grow by doubling.
   std::size_t keys = 0;
-  mp_ref block = ref.first_child();
-  for (std::uint32_t b = 0; b < ref.size(); ++b, block = block.next_sibling())
-    if (block.is_array()) keys += block.size();
+  for (mp_elements blocks(ref); !blocks.done();) {
+    blocks.skip_nils();
+    if (blocks.done()) break;
+    if (const mp_ref block = blocks.next(); block.is_array()) keys += block.size();
+  }
   event.images.reserve(std::min(keys, event.token_ids.size()));
-  block = ref.first_child();
+  mp_ref block = ref.first_child();
   for (std::uint32_t b = 0; b < ref.size(); ++b, block = block.next_sibling()) {
     if (block.is_nil()) continue;
     if (!block.is_array()) return fail(fmt::format("extra_keys[{}]: expected an array or nil", b));

@@ -147,6 +147,17 @@ class mp_elements {
     left_ -= static_cast<std::uint32_t>(n);
     return n;
   }
+  /// Consumes the nils that come next; returns how many (engines send one per block of
+  /// `extra_keys` that has none).
+  std::uint32_t skip_nils() {
+    std::uint32_t n = 0;
+    while (left_ > 0 && p_ != end_ && *p_ == 0xc0) {
+      ++p_;
+      --left_;
+      ++n;
+    }
+    return n;
+  }
   /// The next element, whatever it is, consumed (only when `!done()`).
   [[nodiscard]] mp_ref next() {
     const mp_ref value(p_, end_);
