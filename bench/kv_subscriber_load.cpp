@@ -4,7 +4,11 @@
 // after the publishers stopped) and its CPU per block event.
 //
 //   kvr_bench_kv_subscriber_load [--rate BLOCK_EVENTS_PER_S] [--seconds S] [--block-size N]
-//                                [--blocks-per-event N] [--workers N]
+//                                [--blocks-per-event N] [--workers N] [--decoders N]
+//
+// --decoders N shares the publishers out over N subscriber threads as the router does
+// (--kv-decoders). A rate beyond what the router sustains shows its capacity: the achieved
+// applied rate is block events over the time until the last batch was applied.
 
 #include <dirent.h>
 #include <pthread.h>
@@ -63,7 +67,7 @@ std::map<std::string, double> cpu_by_thread_name() {
 
 int main(int argc, char** argv) {
   double rate = 100000, seconds = 10;
-  std::uint32_t block_size = 16, blocks = 8, workers = 4;
+  std::uint32_t block_size = 16, blocks = 8, workers = 4, decoders = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const double value = std::stod(argv[i + 1]);
@@ -72,6 +76,7 @@ int main(int argc, char** argv) {
     else if (flag == "--block-size") block_size = static_cast<std::uint32_t>(value);
     else if (flag == "--blocks-per-event") blocks = static_cast<std::uint32_t>(value);
     else if (flag == "--workers") workers = static_cast<std::uint32_t>(value);
+    else if (flag == "--decoders") decoders = static_cast<std::uint32_t>(value);
     else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
@@ -112,9 +117,15 @@ int main(int argc, char** argv) {
   scorer_settings scorer_config{.routing = {.config = config}};
   for (const auto& p : settings.publishers) scorer_config.routing.worker_names.push_back(p.name);
   const scorer_actor scorer = spawn_scorer(system, scorer_config);
-  auto subscriber_ptr = std::make_shared<kv_subscriber>(settings, [scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); });
-  kv_subscriber& subscriber = *subscriber_ptr;
-  const caf::actor driver = spawn_component_driver(system, subscriber_ptr, "kvr-kv-sub");
+  std::vector<std::shared_ptr<kv_subscriber>> subscribers;
+  std::vector<caf::actor> drivers;
+  for (auto& share : share_out_publishers(settings.publishers, decoders)) {
+    kv_subscriber_settings shard = settings;
+    shard.publishers = std::move(share);
+    subscribers.push_back(
+        std::make_shared<kv_subscriber>(shard, [scorer](kv_updates updates) { caf::anon_send(scorer, std::move(updates)); }));
+    drivers.push_back(spawn_component_driver(system, subscribers.back(), "kvr-kv-sub"));
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // SUB sockets connect
 
   const double batches_per_second = rate / (2.0 * blocks);
@@ -142,7 +153,8 @@ int main(int argc, char** argv) {
   // Drained: every published batch received by the subscriber and applied by the scorer.
   auto received = [&] {
     std::uint64_t n = 0;
-    for (const auto& s : subscriber.stats()) n += s.live_batches;
+    for (const auto& subscriber : subscribers)
+      for (const auto& s : subscriber->stats()) n += s.live_batches;
     return n;
   };
   while (received() < total_batches && clock_type::now() - published_at < std::chrono::seconds(10))
@@ -160,19 +172,23 @@ int main(int argc, char** argv) {
     router_cpu += used;
     threads[name] = used;
   }
-  caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);
+  for (const caf::actor& driver : drivers) caf::anon_send_exit(driver, caf::exit_reason::user_shutdown);
 
   std::uint64_t gaps = 0, decode_errors = 0, applied_batches = 0;
-  for (const auto& s : subscriber.stats()) {
-    gaps += s.sequence.gaps;
-    decode_errors += s.decode_errors;
-  }
+  for (const auto& subscriber : subscribers)
+    for (const auto& s : subscriber->stats()) {
+      gaps += s.sequence.gaps;
+      decode_errors += s.decode_errors;
+    }
   for (const auto& w : index["workers"]) applied_batches += w["events"]["batches"].get<std::uint64_t>();
   const double elapsed = std::chrono::duration<double>(published_at - start).count();
   const double block_events = static_cast<double>(total_batches) * 2.0 * blocks;
   nlohmann::json report{
       {"target_block_events_per_s", rate},
+      {"decoders", subscribers.size()},
       {"achieved_block_events_per_s", block_events / elapsed},
+      {"applied_block_events_per_s",
+       block_events / std::chrono::duration<double>(drained_at - start).count()},
       {"batches_published", total_batches},
       {"batches_applied", applied_batches},
       {"gaps", gaps},

@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <tuple>
 
 #include "core/common/multipart.hpp"
 #include "core/prompt/chat_template.hpp"
@@ -55,9 +57,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   body.reserve(size + kvr::request_parser::padding);
   for (auto endpoint : {kvr::api_endpoint::chat_completions, kvr::api_endpoint::completions, kvr::api_endpoint::generate,
                         kvr::api_endpoint::other}) {
-    (void)parser.parse_envelope(endpoint, std::string_view(body.data(), size), body.capacity());
+    // The envelope's fields, copied out: the full parse below reuses the parser's buffers.
+    std::optional<std::tuple<std::string, bool, std::string>> envelope;
+    if (auto read = parser.parse_envelope(endpoint, std::string_view(body.data(), size), body.capacity()))
+      envelope.emplace(std::string(read->model), read->stream, std::string(read->user));
     auto request = parser.parse(endpoint, std::string_view(body.data(), size), body.capacity());
     if (!request) continue;
+    // Whatever the full parse accepts, the envelope's scan accepts too, and reads the same.
+    if (!envelope || std::get<0>(*envelope) != request->model || std::get<1>(*envelope) != request->stream ||
+        std::get<2>(*envelope) != request->user) {
+      std::fprintf(stderr, "the envelope disagrees with the full parse\n");
+      std::abort();
+    }
     const auto plan = kvr::plan_prompt(*request, {.tokenizer = true, .chat = true, .images = true});
     std::vector<std::uint32_t> tokens;
     if (plan.path == kvr::prompt_path::chat) {

@@ -204,6 +204,18 @@ TEST(openai_envelope, refuses_what_every_worker_would_with_the_full_parse_errors
   }
 }
 
+TEST(openai_envelope, reads_escaped_keys_and_the_last_of_repeated_ones_and_no_key_nested_in_another_member) {
+  auto request = parse_envelope(api_endpoint::chat_completions,
+                                R"({"meta": {"model": "inner", "stream": "x"}, "\u006dodel": "first", "model": "m\u00e9",)"
+                                R"( "messag\u0065s": [1], "stream": false, "stream": true})");
+  ASSERT_TRUE(request) << request.error().message;
+  EXPECT_EQ(request->model, "m\xc3\xa9");
+  EXPECT_TRUE(request->stream);
+  auto not_an_array = parse_envelope(api_endpoint::chat_completions, R"({"model": "m", "messag\u0065s": "hi"})");
+  ASSERT_FALSE(not_an_array);
+  EXPECT_EQ(not_an_array.error().param, "messages");
+}
+
 TEST(openai_envelope, a_field_nested_a_million_deep_is_skipped_or_refused_without_recursion) {
   const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
   auto request = parse_envelope(api_endpoint::other, R"({"model": "m", "x": )" + deep + "}");
