@@ -47,8 +47,11 @@ constexpr const char* commands_usage = R"(Usage:
   kvrouter-bench run --url http://HOST:PORT [--router-pid PID] [--worker-metrics URL]... WORKLOAD [LOAD] [OUTPUT]
       Runs the workload against a router you started; hit rate from the workers' /metrics URLs,
       router CPU from /proc/PID.
-  kvrouter-bench trace-ceiling FILE [--requests N]
+  kvrouter-bench trace-ceiling FILE [--requests N] [--engines E --engine-blocks B [--block-size 16]]
       Prints a Mooncake trace's reuse ceiling: the share of its blocks seen earlier in the trace.
+      With --engines: the prefix-cache hit rates (hit tokens / prompt tokens, as engines count
+      them) of caches that never evict, of one LRU cache of E x B blocks (no routing keeps more)
+      and of round-robin over E LRU caches of B blocks, the requests in arrival order.
 )";
 
 struct options {
@@ -78,6 +81,9 @@ struct options {
   std::string out, csv, plot;
   bool progress = true;
   std::string trace_file_for_ceiling;
+  std::uint32_t ceiling_engines = 0;  ///< trace-ceiling --engines; 0 = the reuse ceiling alone
+  std::uint64_t ceiling_engine_blocks = 65536;
+  std::uint32_t ceiling_block_size = 16;
   loadgen::image_chat_options image_chat;
   bool images = false;
   std::string image_source = "url";
@@ -185,6 +191,12 @@ const cli::option_table<options>& workload_options() {
                          [](auto& o) -> auto& { return o.image_token_id; }, true),
       cli::integer<options>("--requests", "N", "send at most N requests; 0 = all", [](auto& o) -> auto& { return o.max_requests; }, 0,
                             SIZE_MAX),
+      cli::integer<options>("--engines", "E", "trace-ceiling: the bounds for E engines",
+                            [](auto& o) -> auto& { return o.ceiling_engines; }, 1, 4096),
+      cli::integer<options>("--engine-blocks", "B", "trace-ceiling: KV blocks per engine",
+                            [](auto& o) -> auto& { return o.ceiling_engine_blocks; }, 1, std::uint64_t{1} << 32),
+      cli::integer<options>("--block-size", "N", "trace-ceiling: tokens per KV block (a hash id's tokens are whole blocks)",
+                            [](auto& o) -> auto& { return o.ceiling_block_size; }, 1, 1u << 16),
       cli::integer<options>("--seed", "N", "workload and arrival seed", [](auto& o) -> auto& { return o.synthetic.seed; }, 0, UINT64_MAX),
   };
   return t;
@@ -437,7 +449,25 @@ int run(const options& o) {
     if (!text) throw std::runtime_error(text.error());
     auto ceiling = loadgen::trace_reuse_ceiling(*text, o.max_requests);
     if (!ceiling) throw std::runtime_error(ceiling.error());
-    std::cout << fmt::format("{:.4f}\n", *ceiling);
+    if (o.ceiling_engines == 0) {
+      std::cout << fmt::format("{:.4f}\n", *ceiling);
+      return 0;
+    }
+    auto bounds = loadgen::trace_cache_bounds(*text, {.engines = o.ceiling_engines,
+                                                      .engine_blocks = o.ceiling_engine_blocks,
+                                                      .block_size = o.ceiling_block_size,
+                                                      .block_tokens = o.trace_options.block_tokens,
+                                                      .max_requests = o.max_requests});
+    if (!bounds) throw std::runtime_error(bounds.error());
+    std::cout << fmt::format(
+        "{} requests, {} prompt tokens, a working set of {} blocks of {} tokens\n"
+        "reuse ceiling (hash ids seen earlier): {:.4f}\n"
+        "caches that never evict (hit tokens / prompt tokens): {:.4f}\n"
+        "pooled, one LRU cache of {} x {} blocks: {:.4f}\n"
+        "round-robin over {} LRU caches of {} blocks: {:.4f}\n",
+        bounds->requests, bounds->prompt_tokens, bounds->distinct_blocks, o.ceiling_block_size, *ceiling, bounds->unbounded,
+        o.ceiling_engines, o.ceiling_engine_blocks, bounds->pooled, o.ceiling_engines, o.ceiling_engine_blocks,
+        bounds->round_robin);
     return 0;
   }
   std::unique_ptr<image_server> images;

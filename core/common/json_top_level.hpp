@@ -4,7 +4,7 @@
 /// The object's own syntax is read strictly (whitespace, `{`, quoted keys, `:`, `,`, `}`, and
 /// nothing after it); each value is stepped over by its strings and brackets, sixteen bytes at a
 /// time where a stretch holds no quote or bracket (token-id arrays and prose are mostly such
-/// stretches), nesting bounded and brackets matched by kind. What is inside a value is not
+/// stretches), nesting bounded and brackets counted. What is inside a value is not
 /// validated: this is for routers that forward the body and judge only a few of its members
 /// (core/prompt/openai's envelope), where a full parse would cost more than proxying it.
 

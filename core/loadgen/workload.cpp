@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/kv/block_hash.hpp"
+#include "core/loadgen/lru_block_cache.hpp"
 
 namespace kvr::loadgen {
 
@@ -90,6 +91,64 @@ std::expected<double, std::string> trace_reuse_ceiling(std::string_view jsonl, s
   });
   if (!parsed) return std::unexpected(parsed.error());
   return total == 0 ? 0.0 : static_cast<double>(reused) / static_cast<double>(total);
+}
+
+std::expected<cache_bounds, std::string> trace_cache_bounds(std::string_view jsonl, const cache_bound_options& o) {
+  if (o.engines == 0 || o.block_size == 0 || o.block_tokens == 0 || o.block_tokens % o.block_size != 0)
+    return std::unexpected("a hash id's tokens must be whole blocks, and there must be engines");
+  struct row_blocks {
+    double timestamp = 0;
+    std::uint64_t tokens = 0;
+    std::vector<std::uint64_t> blocks;  ///< full blocks' keys, in prompt order
+  };
+  const std::uint64_t per_id = o.block_tokens / o.block_size;
+  std::vector<row_blocks> rows;
+  std::uint64_t filler = 0;
+  auto parsed = for_each_row(jsonl, o.max_requests, [&](std::size_t line, const nlohmann::json& row) -> std::expected<void, std::string> {
+    const auto bad = [&](const char* what) { return std::unexpected("line " + std::to_string(line) + ": " + what); };
+    if (!row.contains("timestamp") || !row["timestamp"].is_number()) return bad("needs a numeric timestamp (ms)");
+    if (!row.contains("input_length") || !row["input_length"].is_number_unsigned()) return bad("needs input_length");
+    if (!row.contains("hash_ids") || !row["hash_ids"].is_array()) return bad("needs hash_ids");
+    row_blocks r{.timestamp = row["timestamp"].get<double>(), .tokens = row["input_length"].get<std::uint64_t>(), .blocks = {}};
+    std::uint64_t covered = 0;
+    for (const auto& id : row["hash_ids"]) {
+      if (!id.is_number_unsigned() || id.get<std::uint64_t>() >= (std::uint64_t{1} << 48))
+        return bad("hash_ids must be integers in 0..2^48");
+      if (covered >= r.tokens) break;
+      const std::uint64_t tokens = std::min<std::uint64_t>(o.block_tokens, r.tokens - covered);
+      for (std::uint64_t b = 0; b < tokens / o.block_size; ++b) r.blocks.push_back(id.get<std::uint64_t>() * per_id + b);
+      covered += tokens;
+    }
+    // Unique filler past the hash ids: it takes room and never hits.
+    for (std::uint64_t b = 0; covered + (b + 1) * o.block_size <= r.tokens; ++b) r.blocks.push_back((std::uint64_t{1} << 62) + filler++);
+    rows.push_back(std::move(r));
+    return {};
+  });
+  if (!parsed) return std::unexpected(parsed.error());
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.timestamp < b.timestamp; });
+
+  cache_bounds out;
+  lru_block_cache unbounded(0), pooled(o.engines * o.engine_blocks);
+  std::vector<lru_block_cache> engines(o.engines, lru_block_cache(o.engine_blocks));
+  std::uint64_t unbounded_hits = 0, pooled_hits = 0, round_robin_hits = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const row_blocks& r = rows[i];
+    out.prompt_tokens += r.tokens;
+    // A hit never covers more than the prompt (its last token is the engine's to compute).
+    const auto tokens_of = [&](std::uint32_t blocks) { return std::min<std::uint64_t>(blocks * std::uint64_t{o.block_size}, r.tokens); };
+    unbounded_hits += tokens_of(unbounded.serve(r.blocks));
+    pooled_hits += tokens_of(pooled.serve(r.blocks));
+    round_robin_hits += tokens_of(engines[i % o.engines].serve(r.blocks));
+  }
+  out.requests = rows.size();
+  out.distinct_blocks = unbounded.size();
+  if (out.prompt_tokens > 0) {
+    const auto share = [&](std::uint64_t hits) { return static_cast<double>(hits) / static_cast<double>(out.prompt_tokens); };
+    out.unbounded = share(unbounded_hits);
+    out.pooled = share(pooled_hits);
+    out.round_robin = share(round_robin_hits);
+  }
+  return out;
 }
 
 std::vector<request_spec> shared_prefix(const shared_prefix_options& o) {

@@ -39,6 +39,33 @@ struct trace_options {
 /// i.e. the best prefix-cache hit rate any router could reach with unbounded caches.
 [[nodiscard]] std::expected<double, std::string> trace_reuse_ceiling(std::string_view jsonl, std::size_t max_requests = 0);
 
+/// What `trace_cache_bounds` models: `engines` engines of `engine_blocks` blocks of `block_size`
+/// tokens, each hash id `block_tokens` tokens (whole blocks).
+struct cache_bound_options {
+  std::uint32_t engines = 4;
+  std::uint64_t engine_blocks = 65536;
+  std::uint32_t block_size = 16;
+  std::uint32_t block_tokens = 512;
+  std::size_t max_requests = 0;  ///< 0 = all
+};
+
+/// Prefix-cache hit rates (hit tokens / prompt tokens, as engines count them) that bound what a
+/// router can reach on a trace, its requests served in arrival order (lru_block_cache):
+struct cache_bounds {
+  double unbounded = 0;    ///< caches that never evict: reuse is the trace's alone
+  double pooled = 0;       ///< one LRU cache of engines x engine_blocks: no placement keeps more
+  double round_robin = 0;  ///< request i on engine i mod engines, each its own LRU
+  std::uint64_t requests = 0;
+  std::uint64_t prompt_tokens = 0;
+  std::uint64_t distinct_blocks = 0;  ///< the trace's working set, in engine blocks
+};
+
+/// The bounds for a Mooncake trace. A request's last hash id may be partial: only its full
+/// blocks can hit. Tokens past the hash ids (input_length beyond them) are unique filler, as in
+/// `mooncake_trace`. Errors name the line.
+[[nodiscard]] std::expected<cache_bounds, std::string> trace_cache_bounds(std::string_view jsonl,
+                                                                          const cache_bound_options& options);
+
 struct shared_prefix_options {
   std::uint32_t groups = 16;
   std::uint32_t prompts_per_group = 16;
