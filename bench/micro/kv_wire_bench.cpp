@@ -11,6 +11,16 @@
 namespace kvr::bench {
 namespace {
 
+/// An index of about 10^5 (worker, block) pairs over `workers` workers, 32-block sequences.
+prefix_index index_of_100k_pairs(std::uint32_t block_size, worker_id workers) {
+  prefix_index index(block_size, 1u << 22);
+  for (std::size_t i = 0; index.total_blocks() < 100000; ++i) {
+    const auto tokens = random_tokens(32 * block_size, 900000 + i);
+    index.apply_stored(static_cast<worker_id>(i % workers), stored_event(tokens, block_size, 0, 32, 7000000 + i));
+  }
+  return index;
+}
+
 /// Args: block size, blocks per event. Each iteration decodes and applies one stored event on
 /// one of 16 workers and one removal of the event stored 512 iterations earlier, over an index
 /// of about 10^5 pairs. Items = block events (stored + removed blocks).
@@ -20,11 +30,7 @@ void BM_decode_and_apply(benchmark::State& state) {
   constexpr std::size_t pool = 2048, lag = 512;
   constexpr worker_id workers = 16;
 
-  prefix_index index(block_size, 1u << 22);
-  for (std::size_t i = 0; index.total_blocks() < 100000; ++i) {
-    const auto tokens = random_tokens(32 * block_size, 900000 + i);
-    index.apply_stored(static_cast<worker_id>(i % workers), stored_event(tokens, block_size, 0, 32, 7000000 + i));
-  }
+  prefix_index index = index_of_100k_pairs(block_size, workers);
   std::vector<std::vector<std::uint8_t>> stores, removals;
   std::size_t payload_bytes = 0;
   for (std::size_t i = 0; i < pool; ++i) {
@@ -103,11 +109,7 @@ void BM_apply_prehashed(benchmark::State& state) {
   const auto blocks = static_cast<std::size_t>(state.range(1));
   constexpr std::size_t pool = 2048, lag = 512;
   constexpr worker_id workers = 16;
-  prefix_index index(block_size, 1u << 22);
-  for (std::size_t i = 0; index.total_blocks() < 100000; ++i) {
-    const auto tokens = random_tokens(32 * block_size, 900000 + i);
-    index.apply_stored(static_cast<worker_id>(i % workers), stored_event(tokens, block_size, 0, 32, 7000000 + i));
-  }
+  prefix_index index = index_of_100k_pairs(block_size, workers);
   kv_wire_decoder decoder;
   std::vector<kv_batch> stores(pool), removals(pool);
   for (std::size_t i = 0; i < pool; ++i) {

@@ -4,10 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/common/json_top_level.hpp"
+
 namespace kvr {
 namespace {
-
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 /// One top-level member: its key as written (quotes included) and the spans of the member and
 /// of its value.
@@ -18,105 +18,21 @@ struct member {
   std::size_t end = 0;          ///< one past the value
 };
 
-class scanner {
- public:
-  scanner(std::string_view text, std::size_t max_depth) : text_(text), max_depth_(max_depth) {}
-
-  /// The members of the object `text_` holds, or why it holds none.
-  std::expected<std::vector<member>, std::string> members() {
-    std::vector<member> out;
-    skip_space();
-    if (!take('{')) return fail("the body is not a JSON object");
-    skip_space();
-    if (take('}')) return finish(std::move(out));
-    for (;;) {
-      skip_space();
-      member m;
-      m.begin = at_;
-      if (!skip_string()) return fail("a member's key is not a string");
-      m.raw_key = text_.substr(m.begin, at_ - m.begin);
-      skip_space();
-      if (!take(':')) return fail("a member lacks its ':'");
-      skip_space();
-      m.value_begin = at_;
-      if (auto skipped = skip_value(1); !skipped) return std::unexpected(skipped.error());
-      m.end = at_;
-      out.push_back(m);
-      skip_space();
-      if (take(',')) continue;
-      if (take('}')) return finish(std::move(out));
-      return fail("members are not separated by ','");
-    }
+/// The members of the object `text` holds (core/common/json_top_level), as spans of it.
+std::expected<std::vector<member>, std::string> members_of(std::string_view text, std::size_t max_depth) {
+  std::vector<json_member> found;
+  if (auto scanned = scan_top_level_members(text, found, max_depth); !scanned) return std::unexpected(scanned.error());
+  std::vector<member> out;
+  out.reserve(found.size());
+  for (const json_member& m : found) {
+    const auto value_begin = static_cast<std::size_t>(m.value.data() - text.data());
+    out.push_back({.raw_key = m.raw_key,
+                   .begin = static_cast<std::size_t>(m.raw_key.data() - text.data()),
+                   .value_begin = value_begin,
+                   .end = value_begin + m.value.size()});
   }
-
- private:
-  std::expected<std::vector<member>, std::string> finish(std::vector<member> out) {
-    skip_space();
-    if (at_ != text_.size()) return fail("the object is followed by more content");
-    return out;
-  }
-  static std::unexpected<std::string> fail(std::string why) { return std::unexpected(std::move(why)); }
-  void skip_space() {
-    while (at_ < text_.size() && is_space(text_[at_])) ++at_;
-  }
-  bool take(char c) {
-    if (at_ >= text_.size() || text_[at_] != c) return false;
-    ++at_;
-    return true;
-  }
-  bool skip_string() {
-    if (!take('"')) return false;
-    while (at_ < text_.size()) {
-      const char c = text_[at_++];
-      if (c == '\\') {
-        if (at_ >= text_.size()) return false;
-        ++at_;
-      } else if (c == '"') {
-        return true;
-      }
-    }
-    return false;
-  }
-  /// A value at nesting `depth`: strings and brackets are matched; scalars run to the next
-  /// delimiter (the parser that reads the result judges them).
-  std::expected<void, std::string> skip_value(std::size_t depth) {
-    if (at_ >= text_.size()) return fail("a value is missing");
-    const char c = text_[at_];
-    if (c == '"') {
-      if (!skip_string()) return fail("a string is not terminated");
-      return {};
-    }
-    if (c == '{' || c == '[') {
-      if (depth >= max_depth_) return fail("the body nests too deeply");
-      const char close = c == '{' ? '}' : ']';
-      ++at_;
-      skip_space();
-      if (take(close)) return {};
-      for (;;) {
-        skip_space();
-        if (c == '{') {
-          if (!skip_string()) return fail("a member's key is not a string");
-          skip_space();
-          if (!take(':')) return fail("a member lacks its ':'");
-          skip_space();
-        }
-        if (auto inner = skip_value(depth + 1); !inner) return inner;
-        skip_space();
-        if (take(',')) continue;
-        if (take(close)) return {};
-        return fail("an array or object is not terminated");
-      }
-    }
-    const std::size_t start = at_;
-    while (at_ < text_.size() && !is_space(text_[at_]) && text_[at_] != ',' && text_[at_] != '}' && text_[at_] != ']') ++at_;
-    if (at_ == start) return fail("a value is missing");
-    return {};
-  }
-
-  std::string_view text_;
-  std::size_t max_depth_;
-  std::size_t at_ = 0;
-};
+  return out;
+}
 
 /// The key a raw (quoted) key spells: escapes decoded where it has any.
 std::string key_of(std::string_view raw_key) {
@@ -137,7 +53,7 @@ void append_member(std::string& out, bool& first, std::string_view key, std::str
 
 std::expected<std::string, std::string> edit_members(std::string_view object, std::span<const member_edit> edits,
                                                      std::size_t max_depth) {
-  auto members = scanner(object, max_depth).members();
+  auto members = members_of(object, max_depth);
   if (!members) return std::unexpected(members.error());
   std::vector<bool> done(edits.size(), false);
   std::string out;
@@ -165,7 +81,7 @@ std::expected<std::string, std::string> edit_members(std::string_view object, st
 }
 
 std::optional<std::string_view> member_value(std::string_view object, std::string_view key, std::size_t max_depth) {
-  auto members = scanner(object, max_depth).members();
+  auto members = members_of(object, max_depth);
   if (!members) return std::nullopt;
   std::optional<std::string_view> value;
   for (const member& m : *members)

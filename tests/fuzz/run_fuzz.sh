@@ -63,7 +63,7 @@ case "$target" in
              core/routing/active_sequences.cpp core/kv/msgpack_view.cpp)
     libs=(-lfmt) ;;
   pd)
-    sources=(tests/fuzz/pd_fuzz.cpp core/disagg/json_members.cpp core/disagg/pd_requests.cpp core/common/json_shape.cpp)
+    sources=(tests/fuzz/pd_fuzz.cpp core/disagg/json_members.cpp core/disagg/pd_requests.cpp core/common/json_shape.cpp core/common/json_top_level.cpp)
     libs=(-lfmt) ;;
   *) echo "unknown fuzz target $target" >&2; exit 2 ;;
 esac

@@ -14,21 +14,11 @@ import time
 import msgpack
 import zmq
 
-from router_harness import Failures, Router, Worker
+from router_harness import Failures, Router, Worker, wait_for
 
 WORKERS = 4
 kvrouter = sys.argv[1]
 f = Failures()
-
-
-def wait_for(condition, timeout, step=0.05):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(step)
-    return None
 
 
 context = zmq.Context()
@@ -102,7 +92,7 @@ try:
 
     # Warm up: a first store per worker, retried until the subscriptions are live.
     f.check(bool(wait_for(lambda: [publish(w, stored(w, 0)) for w in range(WORKERS)] and
-                          all(decide(w, 0)["overlap_blocks"] == 4 for w in range(WORKERS)), 10, step=0.2)),
+                          all(decide(w, 0)["overlap_blocks"] == 4 for w in range(WORKERS)), 10)),
             "every worker's events reach the index, from both threads")
     f.check(bool(events_reach_every_worker(1)),
             "bursts of store / remove / store batches end stored on each worker, and a last removal ends empty: "
@@ -116,7 +106,7 @@ try:
     for shard in ("kv_subscriber/0", "kv_subscriber/1"):
         key = f'kvrouter_component_restarts_total{{set="m",model="m",component="{shard}"}}'
         f.check(metrics.get(key) == 1, f"/metrics counts {shard}'s restart ({metrics.get(key)})")
-    f.check(bool(wait_for(lambda: events_reach_every_worker(2), 10, step=0.5)),
+    f.check(bool(wait_for(lambda: events_reach_every_worker(2), 10)),
             "after the restarts every worker's events reach the index again, in order")
 except Exception:
     print(f"kvrouter exit status: {router.proc.poll()}; its log's end:\n{router.log[-8000:]}")

@@ -52,7 +52,7 @@ TEST(json_members, what_is_not_one_object_is_refused_with_a_reason) {
   std::string deep = R"({"a":)" + std::string(600, '[') + std::string(600, ']') + "}";
   const auto out = edit_members(deep, edits);
   ASSERT_FALSE(out);
-  EXPECT_EQ(out.error(), "the body nests too deeply");
+  EXPECT_NE(out.error().find("the body nests too deeply"), std::string::npos) << out.error();
 }
 
 TEST(json_members, member_value_reads_the_last_copy_of_a_key) {
