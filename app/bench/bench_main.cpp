@@ -20,6 +20,7 @@
 #include "app/bench/image_server.hpp"
 #include "app/bench/load_client.hpp"
 #include "app/bench/report.hpp"
+#include "app/bench/simulate.hpp"
 #include "app/flags.hpp"
 #include "app/options.hpp"
 #include "core/media/base64.hpp"
@@ -47,6 +48,12 @@ constexpr const char* commands_usage = R"(Usage:
   kvrouter-bench run --url http://HOST:PORT [--router-pid PID] [--worker-metrics URL]... WORKLOAD [LOAD] [OUTPUT]
       Runs the workload against a router you started; hit rate from the workers' /metrics URLs,
       router CPU from /proc/PID.
+  kvrouter-bench simulate [--policies P1,P2,...] [--mockers N] [--mocker-flag=F]... [--router-flag=F]...
+                          [--kv-event-delay-ms MS] WORKLOAD [LOAD] [OUTPUT]
+      compare's policies on a cluster in virtual time: the router's own core (index, bookings,
+      selector) in front of the mocker's engine model, event-driven and deterministic, a
+      whole trace in seconds. Token-id workloads, open loop, one aggregated router; the
+      mocker flags of the engine model and router knob flags only. Confirm winners with compare.
   kvrouter-bench trace-ceiling FILE [--requests N] [--engines E --engine-blocks B [--block-size 16]]
       Prints a Mooncake trace's reuse ceiling: the share of its blocks seen earlier in the trace.
       With --engines: the prefix-cache hit rates (hit tokens / prompt tokens, as engines count
@@ -81,6 +88,7 @@ struct options {
   std::string out, csv, plot;
   bool progress = true;
   std::string trace_file_for_ceiling;
+  double kv_event_delay_ms = 1.0;  ///< simulate: KV events reach the router this long after their step
   std::uint32_t ceiling_engines = 0;  ///< trace-ceiling --engines; 0 = the reuse ceiling alone
   std::uint64_t ceiling_engine_blocks = 65536;
   std::uint32_t ceiling_block_size = 16;
@@ -191,6 +199,8 @@ const cli::option_table<options>& workload_options() {
                          [](auto& o) -> auto& { return o.image_token_id; }, true),
       cli::integer<options>("--requests", "N", "send at most N requests; 0 = all", [](auto& o) -> auto& { return o.max_requests; }, 0,
                             SIZE_MAX),
+      cli::real<options>("--kv-event-delay-ms", "MS", "simulate: KV events reach the router this long after the step that made them",
+                         [](auto& o) -> auto& { return o.kv_event_delay_ms; }, 0, 1e6),
       cli::integer<options>("--engines", "E", "trace-ceiling: the bounds for E engines",
                             [](auto& o) -> auto& { return o.ceiling_engines; }, 1, 4096),
       cli::integer<options>("--engine-blocks", "B", "trace-ceiling: KV blocks per engine",
@@ -251,8 +261,8 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
   options o;
   if (args.empty() || args[0] == "-h" || args[0] == "--help") return std::unexpected("");
   o.command = args[0];
-  if (o.command != "compare" && o.command != "run" && o.command != "trace-ceiling")
-    return std::unexpected("unknown command " + o.command + " (compare, run or trace-ceiling; see --help)");
+  if (o.command != "compare" && o.command != "run" && o.command != "trace-ceiling" && o.command != "simulate")
+    return std::unexpected("unknown command " + o.command + " (compare, run, simulate or trace-ceiling; see --help)");
   cli::option_table<options> all = cluster_options();
   for (const auto* table : {&workload_options(), &load_options(), &output_options()}) all.insert(all.end(), table->begin(), table->end());
   const std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -499,7 +509,16 @@ int run(const options& o) {
     return std::move(*built);
   };
   options resolved = o;  // the model the requests name, once known
-  if (o.command == "run") {
+  if (o.command == "simulate") {
+    if (o.concurrency > 0 || !o.rate_sweep.empty() || o.prefill > 0 || o.replicas > 1 || o.images)
+      throw std::runtime_error("simulate replays an open-loop token-id workload on one aggregated router (no --concurrency, "
+                               "--rate-sweep, --prefill/--decode, --replicas or images)");
+    simulate_settings sim{.policies = o.policies, .engines = o.mockers, .mocker_flags = o.mocker_flags,
+                          .router_flags = o.router_flags, .kv_event_delay_ms = o.kv_event_delay_ms};
+    if (!sets_flag(sim.mocker_flags, "--num-blocks"))
+      sim.mocker_flags.insert(sim.mocker_flags.end(), {"--num-blocks", std::to_string(default_mocker_blocks(*requests, o.mockers, 16))});
+    reports = simulate_policies(sim, *requests);
+  } else if (o.command == "run") {
     const auto colon = o.url.rfind(':');
     const std::string host = o.url.substr(7, colon - 7);
     std::string port = o.url.substr(colon + 1);

@@ -1,0 +1,181 @@
+#include "core/sim/cluster_sim.hpp"
+
+#include <deque>
+#include <queue>
+#include <string>
+
+#include "core/kv/block_hash.hpp"
+#include "core/routing/worker_set_router.hpp"
+
+namespace kvr::sim {
+namespace {
+
+enum class happening : std::uint8_t { arrival, step_start, step_end, kv_delivery, tick };
+
+struct event {
+  double at_us = 0;
+  std::uint64_t order = 0;  ///< ties in time keep the order they were scheduled in
+  happening what = happening::arrival;
+  std::uint32_t engine = 0;
+  std::size_t item = 0;  ///< the request (arrival) or the payload (step end, KV delivery)
+  friend bool operator>(const event& a, const event& b) { return a.at_us != b.at_us ? a.at_us > b.at_us : a.order > b.order; }
+};
+
+class cluster {
+ public:
+  cluster(const std::vector<loadgen::request_spec>& requests, const cluster_settings& settings)
+      : requests_(requests), settings_(settings), router_(router_settings(settings)), stepping_(settings.engines, false) {
+    for (std::uint32_t e = 0; e < settings.engines; ++e) engines_.emplace_back(settings.engine);
+    result_.requests.resize(requests.size());
+    last_token_us_.resize(requests.size(), 0);
+  }
+
+  cluster_result run() {
+    for (std::size_t i = 0; i < requests_.size(); ++i) schedule(requests_[i].arrival_s * 1e6, happening::arrival, 0, i);
+    schedule(settings_.tick_interval_us, happening::tick, 0, 0);
+    while (!events_.empty() && finished_ < requests_.size()) {
+      const event next = events_.top();
+      events_.pop();
+      now_us_ = next.at_us;
+      switch (next.what) {
+        case happening::arrival: arrive(next.item); break;
+        case happening::step_start: step(next.engine); break;
+        case happening::step_end: end_step(next.engine, next.item); break;
+        case happening::kv_delivery: deliver(next.engine, next.item); break;
+        case happening::tick:
+          router_.tick(now());
+          schedule(now_us_ + settings_.tick_interval_us, happening::tick, 0, 0);
+          break;
+      }
+    }
+    for (const mocker::engine& e : engines_) {
+      result_.prompt_tokens += e.counters().prefix_queries_tokens;
+      result_.hit_tokens += e.counters().prefix_hits_tokens;
+    }
+    return std::move(result_);
+  }
+
+ private:
+  static worker_set_router_settings router_settings(const cluster_settings& s) {
+    worker_set_router_settings out;
+    out.config = s.router;
+    out.config.block_size = s.engine.block_size;
+    for (std::uint32_t e = 0; e < s.engines; ++e) out.worker_names.push_back("e" + std::to_string(e));
+    out.seed = s.seed;
+    return out;
+  }
+
+  [[nodiscard]] time_point now() const {
+    return time_point{} + std::chrono::duration_cast<duration>(std::chrono::duration<double, std::micro>(now_us_));
+  }
+
+  void schedule(double at_us, happening what, std::uint32_t engine, std::size_t item) {
+    events_.push({at_us, next_order_++, what, engine, item});
+  }
+
+  void arrive(std::size_t id) {
+    result_.requests[id].arrival_us = now_us_;
+    waiting_.push_back(id);
+    place_waiting();
+  }
+
+  /// Decides the waiting requests in arrival order, until the set would queue one.
+  void place_waiting() {
+    while (!waiting_.empty()) {
+      const std::size_t id = waiting_.front();
+      const loadgen::request_spec& r = requests_[id];
+      compute_local_hashes(r.prompt, settings_.engine.block_size, {}, {}, local_);
+      compute_sequence_hashes(local_, sequence_);
+      const route_query query{.request_id = id + 1, .sequence_hashes = sequence_,
+                              .prompt_tokens = static_cast<std::uint32_t>(r.prompt.size())};
+      const route_decision decision = router_.decide(query, now());
+      if (decision.failure == route_failure::every_worker_busy) return;  // decided again when capacity frees
+      waiting_.pop_front();
+      if (decision.failure != route_failure::none) {
+        ++finished_;
+        continue;
+      }
+      result_.requests[id].worker = decision.worker;
+      engines_[decision.worker].submit({.id = id, .tokens = r.prompt, .max_new_tokens = r.max_tokens, .images = {}, .kv_pulled = false});
+      if (!stepping_[decision.worker]) {
+        stepping_[decision.worker] = true;
+        schedule(now_us_, happening::step_start, decision.worker, 0);
+      }
+    }
+  }
+
+  void step(std::uint32_t e) {
+    mocker::step_result result = engines_[e].step();
+    ++result_.steps;
+    if (result.outputs.empty() && result.events.empty() && result.duration_us <= 0) {
+      stepping_[e] = false;  // nothing it can run now: the next submit wakes it
+      return;
+    }
+    const double duration = result.duration_us;
+    steps_.push_back(std::move(result));
+    schedule(now_us_ + duration, happening::step_end, e, steps_.size() - 1);
+  }
+
+  void end_step(std::uint32_t e, std::size_t payload) {
+    mocker::step_result result = std::move(steps_[payload]);
+    steps_[payload] = {};
+    bool capacity = false;
+    for (const mocker::sequence_output& out : result.outputs) {
+      request_outcome& r = result_.requests[out.id];
+      const std::uint64_t request_id = out.id + 1;
+      if (out.new_tokens > 0 && out.generated == 1) {
+        r.first_token_us = now_us_;
+        router_.on_lifecycle({.what = lifecycle_event::kind::first_token, .request_id = request_id, .worker = e, .prompt_tokens = 0}, now());
+        capacity = true;
+      } else if (out.new_tokens > 0) {
+        r.itl_us.push_back(now_us_ - last_token_us_[out.id]);
+      }
+      if (out.new_tokens > 0) last_token_us_[out.id] = now_us_;
+      r.output_tokens = out.generated;
+      if (out.finished) {
+        r.finished_us = now_us_;
+        r.ok = out.error.empty();
+        result_.end_us = now_us_;
+        ++finished_;
+        router_.on_lifecycle({.what = lifecycle_event::kind::finished, .request_id = request_id, .worker = e, .prompt_tokens = 0}, now());
+        capacity = true;
+      }
+    }
+    if (!result.events.empty() && settings_.router.use_kv_events) {
+      batches_.push_back({.timestamp = now_us_ / 1e6, .dp_rank = std::nullopt, .events = std::move(result.events)});
+      schedule(now_us_ + settings_.kv_event_delay_us, happening::kv_delivery, e, batches_.size() - 1);
+    }
+    if (engines_[e].idle()) stepping_[e] = false;
+    else schedule(now_us_, happening::step_start, e, 0);
+    if (capacity) place_waiting();
+  }
+
+  void deliver(std::uint32_t e, std::size_t payload) {
+    router_.on_kv_batch(e, false, batches_[payload], now());
+    batches_[payload] = {};
+  }
+
+  const std::vector<loadgen::request_spec>& requests_;
+  const cluster_settings& settings_;
+  worker_set_router router_;
+  std::vector<mocker::engine> engines_;
+  std::vector<bool> stepping_;
+  std::priority_queue<event, std::vector<event>, std::greater<>> events_;
+  std::uint64_t next_order_ = 0;
+  double now_us_ = 0;
+  std::deque<std::size_t> waiting_;
+  std::deque<mocker::step_result> steps_;  ///< results of steps in flight, by payload index
+  std::deque<kv_batch> batches_;           ///< KV batches in flight
+  std::vector<std::uint64_t> local_, sequence_;
+  std::vector<double> last_token_us_;
+  std::size_t finished_ = 0;
+  cluster_result result_;
+};
+
+}  // namespace
+
+cluster_result simulate(const std::vector<loadgen::request_spec>& requests, const cluster_settings& settings) {
+  return cluster(requests, settings).run();
+}
+
+}  // namespace kvr::sim

@@ -1,0 +1,52 @@
+#!/usr/bin/python3
+"""kvrouter-bench simulate, run as a user runs it: compare's command line in virtual time. On
+the same shared-prefix workload as bench_compare_test, kv keeps each group's prefix on one
+engine and beats round-robin; two runs print the same figures (it is deterministic); and a
+mocker flag the engine model does not have is refused by name.
+
+usage: bench_simulate_test.py BENCH_BINARY
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+from router_harness import Failures
+
+WORKLOAD = ["--mocker-flag=--num-blocks", "--mocker-flag=384", "--mocker-flag=--speedup", "--mocker-flag=10",
+            "--groups", "8", "--prompts-per-group", "12", "--system-tokens", "2048", "--question-tokens", "64",
+            "--output-tokens", "8", "--rate", "30", "--no-progress"]
+
+
+def simulate(bench, out, *extra):
+    return subprocess.run([bench, "simulate", "--policies", "kv,round-robin", "--mockers", "3", *WORKLOAD,
+                           "--out", out, *extra], capture_output=True, text=True, timeout=60)
+
+
+def main():
+    bench = sys.argv[1]
+    f = Failures()
+    tmp = tempfile.mkdtemp()
+    first, second = os.path.join(tmp, "a.json"), os.path.join(tmp, "b.json")
+    run = simulate(bench, first)
+    print(run.stdout, run.stderr)
+    f.check(run.returncode == 0, f"simulate exits 0 ({run.returncode}; {run.stderr.strip()[-300:]})")
+    reports = {r["policy"]: r for r in json.load(open(first))}
+    kv, rr = reports["kv"], reports["round-robin"]
+    f.check(kv["requests"] == 96 and kv["errors"] == 0 and rr["errors"] == 0, "every request is answered under both policies")
+    f.check(kv["hit_rate"] > 0.7 and kv["hit_rate"] > rr["hit_rate"] + 0.3,
+            f"kv keeps the groups' prefixes where round-robin scatters them (hit rate {kv['hit_rate']:.3f} "
+            f"vs {rr['hit_rate']:.3f})")
+    f.check(kv["ttft_mean_ms"] < rr["ttft_mean_ms"], f"and answers sooner (TTFT {kv['ttft_mean_ms']:.1f} vs {rr['ttft_mean_ms']:.1f} ms)")
+    f.check("simulated kv (96 requests" in run.stderr, "it says what it simulated")
+    again = simulate(bench, second)
+    f.check(again.returncode == 0 and json.load(open(second)) == json.load(open(first)), "a second run gives the same figures")
+    refused = simulate(bench, first, "--mocker-flag=--kv-lease-secs", "--mocker-flag=3")
+    f.check(refused.returncode != 0 and "--kv-lease-secs" in refused.stderr,
+            f"a mocker flag outside the engine model is refused by name ({refused.stderr.strip()[-120:]})")
+    f.exit()
+
+
+if __name__ == "__main__":
+    main()
