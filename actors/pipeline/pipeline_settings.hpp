@@ -47,7 +47,7 @@ struct pipeline_settings {
   std::chrono::milliseconds unhealthy_backoff{5000};
   std::chrono::seconds index_grace{60};
   std::string kv_bind;        ///< bind one KV-event SUB here instead of connecting to kv_events= endpoints
-  /// KV-event decoder threads per set (--kv-decoders); 0 = auto (set_pipeline's kv_decoder_threads).
+  /// KV-event decoder threads per set (--kv-decoders); 0 = auto (kv_decoder_threads, actors/sources/kv_subscriber).
   std::size_t kv_decoders = 0;
   health_settings health;     ///< interval 0 = no active health checks
   engine_metrics_settings engine_metrics;  ///< interval 0 = no scrapes

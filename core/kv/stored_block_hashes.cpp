@@ -17,12 +17,18 @@ void compute_stored_local_hashes(const kv_stored& event, std::vector<std::uint64
   const std::uint64_t first_seed =
       !event.parent_block_hash && !event.cache_salt.empty() ? block_seed(event.lora_name, event.cache_salt) : seed;
   const std::span<const std::uint32_t> tokens(event.token_ids);
-  std::vector<std::uint64_t> images;  // only events with images pay for this
+  // Images by (block, hash), sorted once: a block's images are then a run of them, so an event
+  // with many blocks and many images costs a sort, not blocks x images. Only events with
+  // images pay for this.
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> by_block;
+  by_block.reserve(event.images.size());
+  for (const block_image_hash& image : event.images) by_block.emplace_back(image.block, image.hash);
+  std::sort(by_block.begin(), by_block.end());
+  std::vector<std::uint64_t> images;
+  std::size_t next = 0;
   for (std::size_t b = 0; b < blocks; ++b) {
     images.clear();
-    for (const block_image_hash& image : event.images)
-      if (image.block == b) images.push_back(image.hash);
-    std::sort(images.begin(), images.end());
+    for (; next < by_block.size() && by_block[next].first == b; ++next) images.push_back(by_block[next].second);
     out.push_back(local_block_hash(tokens.subspan(b * event.block_size, event.block_size), images, b == 0 ? first_seed : seed));
   }
 }

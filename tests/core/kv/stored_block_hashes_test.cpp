@@ -40,14 +40,18 @@ TEST(stored_block_hashes, equal_the_request_sides_local_hashes_with_lora_salt_an
   kv_stored event = stored({11, 12, 13}, tokens(12, 100));
   event.lora_name = "adapter-a";
   event.cache_salt = "tenant-7";
-  event.images.push_back({.block = 1, .hash = 0xABCDEF, .offset = 2, .identifier = "img"});
+  // Listed out of block order, two on block 1 out of hash order.
+  event.images.push_back({.block = 2, .hash = 0x77, .offset = 0, .identifier = "c"});
+  event.images.push_back({.block = 1, .hash = 0xABCDEF, .offset = 2, .identifier = "b"});
+  event.images.push_back({.block = 1, .hash = 0x12, .offset = 3, .identifier = "a"});
 
   std::vector<std::uint64_t> decoder_side;
   compute_stored_local_hashes(event, decoder_side);
   std::vector<std::uint64_t> request_side;
-  const image_span image{.token_offset = 6, .token_count = 2, .hash = 0xABCDEF};
-  compute_local_hashes(event.token_ids, block, std::span(&image, 1), {.lora_name = "adapter-a", .cache_salt = "tenant-7"},
-                       request_side);
+  const std::vector<image_span> images{{.token_offset = 6, .token_count = 1, .hash = 0xABCDEF},
+                                       {.token_offset = 7, .token_count = 1, .hash = 0x12},
+                                       {.token_offset = 8, .token_count = 1, .hash = 0x77}};
+  compute_local_hashes(event.token_ids, block, images, {.lora_name = "adapter-a", .cache_salt = "tenant-7"}, request_side);
   EXPECT_EQ(decoder_side, request_side);
 }
 
