@@ -37,6 +37,7 @@ class cluster {
       const event next = events_.top();
       events_.pop();
       now_us_ = next.at_us;
+      if (next.what != happening::tick) --work_scheduled_;
       switch (next.what) {
         case happening::arrival: arrive(next.item); break;
         case happening::step_start: step(next.engine); break;
@@ -44,7 +45,9 @@ class cluster {
         case happening::kv_delivery: deliver(next.engine, next.item); break;
         case happening::tick:
           router_.tick(now());
-          schedule(now_us_ + settings_.tick_interval_us, happening::tick, 0, 0);
+          // Only while anything else can still happen: requests nothing will ever run (a set
+          // that queues them forever, an engine that cannot admit them) end the run unanswered.
+          if (work_scheduled_ > 0) schedule(now_us_ + settings_.tick_interval_us, happening::tick, 0, 0);
           break;
       }
     }
@@ -70,6 +73,7 @@ class cluster {
   }
 
   void schedule(double at_us, happening what, std::uint32_t engine, std::size_t item) {
+    if (what != happening::tick) ++work_scheduled_;
     events_.push({at_us, next_order_++, what, engine, item});
   }
 
@@ -162,6 +166,7 @@ class cluster {
   std::vector<bool> stepping_;
   std::priority_queue<event, std::vector<event>, std::greater<>> events_;
   std::uint64_t next_order_ = 0;
+  std::uint64_t work_scheduled_ = 0;  ///< events in the queue other than ticks
   double now_us_ = 0;
   std::deque<std::size_t> waiting_;
   std::deque<mocker::step_result> steps_;  ///< results of steps in flight, by payload index

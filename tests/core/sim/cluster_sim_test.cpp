@@ -64,5 +64,17 @@ TEST(cluster_sim, events_that_arrive_after_the_requests_leave_kv_routing_blind) 
   EXPECT_LT(blind, seeing - 0.2) << "blind " << blind << ", seeing " << seeing;
 }
 
+TEST(cluster_sim, a_prompt_no_engine_can_hold_is_answered_as_failed_and_the_run_ends) {
+  std::vector<loadgen::request_spec> requests(2);
+  requests[0].prompt.assign(1000, 7);  // 63 blocks, on engines of 8
+  requests[1].prompt.assign(32, 9);
+  requests[1].arrival_s = 0.001;
+  cluster_settings s = settings_for(router_mode::kv);
+  s.engine.num_blocks = 8;
+  const cluster_result run = simulate(requests, s);
+  EXPECT_FALSE(run.requests[0].ok);
+  EXPECT_TRUE(run.requests[1].ok);
+}
+
 }  // namespace
 }  // namespace kvr::sim
