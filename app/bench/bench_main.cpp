@@ -57,7 +57,7 @@ constexpr const char* commands_usage = R"(Usage:
   kvrouter-bench trace-ceiling FILE [--requests N] [--engines E --engine-blocks B [--block-size 16]]
       Prints a Mooncake trace's reuse ceiling: the share of its blocks seen earlier in the trace.
       With --engines: the prefix-cache hit rates (hit tokens / prompt tokens, as engines count
-      them) of caches that never evict, of one LRU cache of E x B blocks (no routing keeps more)
+      them) of caches that never evict, of one LRU cache of E x B blocks (all engines as one)
       and of round-robin over E LRU caches of B blocks, the requests in arrival order.
 )";
 
