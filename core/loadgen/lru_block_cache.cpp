@@ -33,11 +33,12 @@ void lru_block_cache::evict_oldest() {
 }
 
 std::uint32_t lru_block_cache::serve(std::span<const std::uint64_t> blocks) {
+  // The leading cached blocks hit. The prompt's cached blocks are in use (an engine pins them),
+  // so none is evicted for its new ones: they are made the newest first.
   std::uint32_t hits = 0;
-  while (hits < blocks.size() && index_.find(blocks[hits] + 1) != nullptr) ++hits;
-  // The prompt's cached blocks are in use (an engine pins them): none is evicted for its new ones.
-  for (std::uint64_t key : blocks)
-    if (const std::uint32_t* found = index_.find(key + 1)) {
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    if (const std::uint32_t* found = index_.find(blocks[i] + 1)) {
+      if (hits == i) ++hits;
       unlink(*found);
       push_newest(*found);
     }

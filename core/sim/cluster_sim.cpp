@@ -3,6 +3,7 @@
 #include <deque>
 #include <queue>
 #include <string>
+#include <utility>
 
 #include "core/kv/block_hash.hpp"
 #include "core/routing/worker_set_router.hpp"
@@ -17,14 +18,15 @@ struct event {
   std::uint64_t order = 0;  ///< ties in time keep the order they were scheduled in
   happening what = happening::arrival;
   std::uint32_t engine = 0;
-  std::size_t item = 0;  ///< the request (arrival) or the payload (step end, KV delivery)
+  std::size_t item = 0;  ///< the request (arrival) or the KV batch (KV delivery)
   friend bool operator>(const event& a, const event& b) { return a.at_us != b.at_us ? a.at_us > b.at_us : a.order > b.order; }
 };
 
 class cluster {
  public:
   cluster(const std::vector<loadgen::request_spec>& requests, const cluster_settings& settings)
-      : requests_(requests), settings_(settings), router_(router_settings(settings)), stepping_(settings.engines, false) {
+      : requests_(requests), settings_(settings), router_(router_settings(settings)), stepping_(settings.engines, false),
+        in_flight_(settings.engines) {
     for (std::uint32_t e = 0; e < settings.engines; ++e) engines_.emplace_back(settings.engine);
     result_.requests.resize(requests.size());
     last_token_us_.resize(requests.size(), 0);
@@ -41,7 +43,7 @@ class cluster {
       switch (next.what) {
         case happening::arrival: arrive(next.item); break;
         case happening::step_start: step(next.engine); break;
-        case happening::step_end: end_step(next.engine, next.item); break;
+        case happening::step_end: end_step(next.engine); break;
         case happening::kv_delivery: deliver(next.engine, next.item); break;
         case happening::tick:
           router_.tick(now());
@@ -79,18 +81,19 @@ class cluster {
 
   void arrive(std::size_t id) {
     result_.requests[id].arrival_us = now_us_;
-    waiting_.push_back(id);
+    std::vector<std::uint64_t> sequence;
+    compute_local_hashes(requests_[id].prompt, settings_.engine.block_size, {}, {}, local_);
+    compute_sequence_hashes(local_, sequence);
+    waiting_.push_back({id, std::move(sequence)});
     place_waiting();
   }
 
   /// Decides the waiting requests in arrival order, until the set would queue one.
   void place_waiting() {
     while (!waiting_.empty()) {
-      const std::size_t id = waiting_.front();
+      const std::size_t id = waiting_.front().id;
       const loadgen::request_spec& r = requests_[id];
-      compute_local_hashes(r.prompt, settings_.engine.block_size, {}, {}, local_);
-      compute_sequence_hashes(local_, sequence_);
-      const route_query query{.request_id = id + 1, .sequence_hashes = sequence_,
+      const route_query query{.request_id = id + 1, .sequence_hashes = waiting_.front().sequence_hashes,
                               .prompt_tokens = static_cast<std::uint32_t>(r.prompt.size())};
       const route_decision decision = router_.decide(query, now());
       if (decision.failure == route_failure::every_worker_busy) return;  // decided again when capacity frees
@@ -116,13 +119,12 @@ class cluster {
       return;
     }
     const double duration = result.duration_us;
-    steps_.push_back(std::move(result));
-    schedule(now_us_ + duration, happening::step_end, e, steps_.size() - 1);
+    in_flight_[e] = std::move(result);  // an engine runs one step at a time
+    schedule(now_us_ + duration, happening::step_end, e, 0);
   }
 
-  void end_step(std::uint32_t e, std::size_t payload) {
-    mocker::step_result result = std::move(steps_[payload]);
-    steps_[payload] = {};
+  void end_step(std::uint32_t e) {
+    mocker::step_result result = std::exchange(in_flight_[e], {});
     bool capacity = false;
     for (const mocker::sequence_output& out : result.outputs) {
       request_outcome& r = result_.requests[out.id];
@@ -168,10 +170,15 @@ class cluster {
   std::uint64_t next_order_ = 0;
   std::uint64_t work_scheduled_ = 0;  ///< events in the queue other than ticks
   double now_us_ = 0;
-  std::deque<std::size_t> waiting_;
-  std::deque<mocker::step_result> steps_;  ///< results of steps in flight, by payload index
+  /// Arrived and not yet placed (the set would queue them), hashed once at arrival.
+  struct waiting_request {
+    std::size_t id = 0;
+    std::vector<std::uint64_t> sequence_hashes;
+  };
+  std::deque<waiting_request> waiting_;
+  std::vector<mocker::step_result> in_flight_;  ///< per engine, the step it is running
   std::deque<kv_batch> batches_;           ///< KV batches in flight
-  std::vector<std::uint64_t> local_, sequence_;
+  std::vector<std::uint64_t> local_;
   std::vector<double> last_token_us_;
   std::size_t finished_ = 0;
   cluster_result result_;
