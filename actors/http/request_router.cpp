@@ -183,6 +183,10 @@ route_verdict request_router::answer_dry_run(const route_decision& decision) con
                           {"active_decode_blocks", c.active_decode_blocks},
                           {"remote_prefill_tokens", c.remote_prefill_tokens},
                           {"remote_decode_blocks", c.remote_decode_blocks},
+                          {"cached_blocks", c.cached_blocks},
+                          {"cache_capacity_blocks", c.cache_capacity_blocks ? nlohmann::json(*c.cache_capacity_blocks) : nlohmann::json(nullptr)},
+                          {"evicted_blocks", c.evicted_blocks},
+                          {"cost", c.cost ? nlohmann::json(*c.cost) : nlohmann::json(nullptr)},
                           {"healthy", c.healthy},
                           {"busy", c.busy}});
   const worker_target& worker = set_->workers[decision.worker];

@@ -25,6 +25,7 @@
 #include "app/options.hpp"
 #include "core/media/base64.hpp"
 #include "core/loadgen/stats.hpp"
+#include "core/loadgen/offered_load.hpp"
 #include "core/loadgen/workload.hpp"
 
 namespace kvr::bench {
@@ -49,7 +50,7 @@ constexpr const char* commands_usage = R"(Usage:
       Runs the workload against a router you started; hit rate from the workers' /metrics URLs,
       router CPU from /proc/PID.
   kvrouter-bench simulate [--policies P1,P2,...] [--mockers N] [--mocker-flag=F]... [--router-flag=F]...
-                          [--kv-event-delay-ms MS] WORKLOAD [LOAD] [OUTPUT]
+                          [--kv-event-delay-ms MS] [--request-latency-ms MS] WORKLOAD [LOAD] [OUTPUT]
       compare's policies on a cluster in virtual time: the router's own core (index, bookings,
       selector) in front of the mocker's engine model, event-driven and deterministic, a
       whole trace in seconds. Token-id workloads, open loop, one aggregated router; the
@@ -81,6 +82,7 @@ struct options {
   bool output_tokens_given = false;
   std::size_t max_requests = 0;
   double rate = 0;
+  double target_utilization = 0;  ///< > 0: the rate derived from the mockers' timing model
   std::vector<double> rate_sweep;  ///< --rate-sweep: one run per rate (open loop, Poisson)
   std::size_t concurrency = 0;
   double duration = 0;
@@ -89,6 +91,7 @@ struct options {
   bool progress = true;
   std::string trace_file_for_ceiling;
   double kv_event_delay_ms = 1.0;  ///< simulate: KV events reach the router this long after their step
+  double request_latency_ms = 0;   ///< simulate: router to engine, and tokens back, take this long
   std::uint32_t ceiling_engines = 0;  ///< trace-ceiling --engines; 0 = the reuse ceiling alone
   std::uint64_t ceiling_engine_blocks = 65536;
   std::uint32_t ceiling_block_size = 16;
@@ -201,6 +204,10 @@ const cli::option_table<options>& workload_options() {
                             SIZE_MAX),
       cli::real<options>("--kv-event-delay-ms", "MS", "simulate: KV events reach the router this long after the step that made them",
                          [](auto& o) -> auto& { return o.kv_event_delay_ms; }, 0, 1e6),
+      cli::real<options>("--request-latency-ms", "MS",
+                         "simulate: a request reaches its engine this long after the router decides, and its tokens reach router "
+                         "and client this long after their step (HTTP, the proxy, the engines' wake-ups)",
+                         [](auto& o) -> auto& { return o.request_latency_ms; }, 0, 1e6),
       cli::integer<options>("--engines", "E", "trace-ceiling: the bounds for E engines",
                             [](auto& o) -> auto& { return o.ceiling_engines; }, 1, 4096),
       cli::integer<options>("--engine-blocks", "B", "trace-ceiling: KV blocks per engine",
@@ -216,6 +223,10 @@ const cli::option_table<options>& load_options() {
   static const cli::option_table<options> t = {
       cli::without_default(cli::real<options>("--rate", "R", "open loop, Poisson arrivals at R requests/s (synthetic workloads: 20 when neither is given)",
                          [](auto& o) -> auto& { return o.rate; }, 1e-3, 1e6)),
+      cli::without_default(cli::real<options>("--target-utilization", "U",
+                         "compare and simulate: the rate (a trace's arrivals rescaled) at which the mockers would be busy U of the "
+                         "time if nothing were cached, from their timing model (prefill per prompt token, a decode slot per output token)",
+                         [](auto& o) -> auto& { return o.target_utilization; }, 1e-3, 100)),
       row{"--rate-sweep", "R1,R2,...", "one open-loop run per rate (requests/s), each on a fresh cluster: TTFT and goodput against offered load", {},
           [](options& o, std::string_view v) -> std::expected<void, std::string> {
             o.rate_sweep.clear();
@@ -279,6 +290,13 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
   for (const auto& p : o.policies)
     if (policy_flags(p).empty()) return std::unexpected("unknown policy " + p);
   if (o.rate > 0 && o.concurrency > 0) return std::unexpected("--rate and --concurrency exclude each other");
+  if (o.target_utilization > 0) {
+    if (o.rate > 0 || o.concurrency > 0 || !o.rate_sweep.empty() || o.trace_options.speedup != 1.0)
+      return std::unexpected("--target-utilization sets the rate: it excludes --rate, --concurrency, --rate-sweep and --trace-speedup");
+    if (o.command != "compare" && o.command != "simulate")
+      return std::unexpected("--target-utilization needs the mockers' timing model: compare or simulate");
+    if (o.images || o.prefill > 0) return std::unexpected("--target-utilization models aggregated token-id workloads (no images, no --prefill/--decode)");
+  }
   if ((o.prefill > 0) != (o.decode > 0)) return std::unexpected("--prefill and --decode go together (a pool of each)");
   if (!o.rate_sweep.empty() && (o.rate > 0 || o.concurrency > 0))
     return std::unexpected("--rate-sweep sets the rate of each run: it excludes --rate and --concurrency");
@@ -339,6 +357,21 @@ std::expected<std::vector<loadgen::request_spec>, std::string> build_workload(co
   } else {
     requests = loadgen::shared_prefix(o.synthetic);
     if (o.max_requests > 0 && requests.size() > o.max_requests) requests.resize(o.max_requests);
+  }
+  if (o.target_utilization > 0) {
+    mocker::engine_settings engine;
+    try {
+      engine = engine_model(o.mocker_flags, false);
+    } catch (const std::exception& e) {
+      return std::unexpected(e.what());
+    }
+    const double rate = loadgen::rate_for_utilization(requests, engine.timing, static_cast<std::uint32_t>(o.mockers), o.target_utilization);
+    if (rate <= 0) return std::unexpected("--target-utilization: the workload has no work to scale");
+    if (!o.trace.empty()) loadgen::scale_arrivals(requests, rate);
+    else loadgen::poisson_arrivals(requests, rate, o.synthetic.seed);
+    std::cerr << fmt::format("kvrouter-bench: --target-utilization {}: {:.1f} requests/s ({:.1f} engine-ms of cold work each, {} mockers)\n",
+                             o.target_utilization, rate, loadgen::mean_cold_work_us(requests, engine.timing) / 1000, o.mockers);
+    return requests;
   }
   const bool uses_trace_times = !o.trace.empty() && o.rate == 0 && o.concurrency == 0;
   if (!uses_trace_times && o.concurrency == 0) loadgen::poisson_arrivals(requests, o.rate > 0 ? o.rate : 20.0, o.synthetic.seed);
@@ -514,7 +547,8 @@ int run(const options& o) {
       throw std::runtime_error("simulate replays an open-loop token-id workload on one aggregated router (no --concurrency, "
                                "--rate-sweep, --prefill/--decode, --replicas or images)");
     simulate_settings sim{.policies = o.policies, .engines = o.mockers, .mocker_flags = o.mocker_flags,
-                          .router_flags = o.router_flags, .kv_event_delay_ms = o.kv_event_delay_ms};
+                          .router_flags = o.router_flags, .kv_event_delay_ms = o.kv_event_delay_ms,
+                          .request_latency_ms = o.request_latency_ms};
     if (!sets_flag(sim.mocker_flags, "--num-blocks"))
       sim.mocker_flags.insert(sim.mocker_flags.end(), {"--num-blocks", std::to_string(default_mocker_blocks(*requests, o.mockers, 16))});
     reports = simulate_policies(sim, *requests);

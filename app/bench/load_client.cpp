@@ -51,11 +51,15 @@ class runner;
 /// One request on one connection: write, then read the response as it streams.
 class exchange : public std::enable_shared_from_this<exchange> {
  public:
-  exchange(runner& owner, std::size_t index, std::unique_ptr<beast::tcp_stream> stream)
-      : owner_(owner), index_(index), stream_(std::move(stream)) {}
+  /// `reused`: the connection served an earlier request (the server may have closed it since).
+  exchange(runner& owner, std::size_t index, std::unique_ptr<beast::tcp_stream> stream, bool reused)
+      : owner_(owner), index_(index), stream_(std::move(stream)), reused_(reused) {}
   void start(std::string request_text);
 
  private:
+  /// A reused connection failed before any byte of the answer: true when the request went out
+  /// again on a new one (once per request).
+  bool resend_on_new_connection();
   void read();
   void scan_events();
   void finish(bool reusable);
@@ -69,6 +73,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   std::size_t scanned_ = 0;
   clock_type::time_point sent_;
   std::optional<clock_type::time_point> last_event_;
+  bool reused_ = false;
 };
 
 class runner {
@@ -158,9 +163,16 @@ class runner {
     if (!idle.empty()) {
       auto stream = std::move(idle.back().stream);
       idle.pop_back();
-      std::make_shared<exchange>(*this, index, std::move(stream))->start(std::move(text));
+      std::make_shared<exchange>(*this, index, std::move(stream), true)->start(std::move(text));
       return;
     }
+    send_on_new_connection(index, std::move(text));
+  }
+
+ public:
+  /// Sends request `index` (its HTTP text) on a connection of its own.
+  void send_on_new_connection(std::size_t index, std::string text) {
+    const std::size_t replica = index % ports_.size();
     auto stream = std::make_unique<beast::tcp_stream>(io_);
     auto* raw = stream.get();
     raw->async_connect(endpoints_[replica], [this, index, stream = std::move(stream), text = std::move(text)](
@@ -170,9 +182,11 @@ class runner {
         return done(index, nullptr);
       }
       stream->socket().set_option(tcp::no_delay(true));
-      std::make_shared<exchange>(*this, index, std::move(stream))->start(std::move(text));
+      std::make_shared<exchange>(*this, index, std::move(stream), false)->start(std::move(text));
     });
   }
+
+ private:
 
   void on_progress(beast::error_code ec) {
     if (ec) return;
@@ -221,6 +235,7 @@ void exchange::start(std::string request_text) {
       std::chrono::duration<double>(owner_.settings().request_timeout_s)));
   asio::async_write(stream_->socket(), asio::buffer(request_text_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
     if (ec) {
+      if (self->resend_on_new_connection()) return;
       self->owner_.result(self->index_).error = "write: " + ec.message();
       return self->finish(false);
     }
@@ -231,6 +246,7 @@ void exchange::start(std::string request_text) {
 void exchange::read() {
   http::async_read_some(*stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
     if (ec) {
+      if (!self->parser_->got_some() && self->resend_on_new_connection()) return;
       self->owner_.result(self->index_).error = "read: " + ec.message();
       return self->finish(false);
     }
@@ -238,6 +254,16 @@ void exchange::read() {
     if (self->parser_->is_done()) return self->finish(self->parser_->keep_alive());
     self->read();
   });
+}
+
+bool exchange::resend_on_new_connection() {
+  request_result& r = owner_.result(index_);
+  if (!reused_ || r.resent) return false;
+  r.resent = true;
+  beast::error_code ignored;
+  stream_->socket().close(ignored);
+  owner_.send_on_new_connection(index_, std::move(request_text_));
+  return true;
 }
 
 /// Each complete `data: ...` event with content is one output chunk: the first sets the time to

@@ -19,6 +19,9 @@ struct request_result {
   double latency_ms = 0;
   std::vector<double> itl_ms;
   std::uint32_t output_chunks = 0;
+  /// Sent again on a new connection: the kept-alive one it first went out on was closed by the
+  /// server before any byte of the answer came (the keep-alive race every HTTP client meets).
+  bool resent = false;
   std::string error;
 };
 

@@ -18,6 +18,7 @@ policy_report summarize_run(std::string policy, std::vector<request_result>& res
   std::vector<double> itl;
   std::size_t tokens = 0;
   for (const request_result& result : results) {
+    r.resent += result.resent;
     if (!result.ok) {
       ++r.errors;
       r.refused += result.status == 429;
@@ -60,6 +61,8 @@ void print_table(const std::vector<policy_report>& reports) {
     }
     if (r.dims_cache_hit_rate >= 0)
       std::cout << fmt::format("    image-dimension cache hit rate: {:.1f}%\n", 100 * r.dims_cache_hit_rate);
+    if (r.resent > 0)
+      std::cout << fmt::format("    resent on a new connection: {} (the router had closed the kept-alive one before answering)\n", r.resent);
     if (!r.first_error.empty()) std::cout << "    first error: " << r.first_error << "\n";
   }
 }
@@ -95,6 +98,7 @@ void write_json(const std::vector<policy_report>& reports, const std::string& pa
                    {"sync_lag_p50_ms", optional(r.replication.lag_p50_ms)},
                    {"sync_lag_p99_ms", optional(r.replication.lag_p99_ms)},
                    {"nats_messages_per_s", optional(r.replication.nats_messages_per_s)},
+                   {"resent", r.resent},
                    {"first_error", r.first_error}});
   }
   std::ofstream(path) << out.dump(2) << "\n";

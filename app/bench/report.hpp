@@ -17,6 +17,9 @@ struct policy_report {
   std::size_t refused = 0;   ///< of the errors, answered 429 (a full queue or in-flight bound)
   std::size_t requests = 0;  ///< sent
   std::size_t errors = 0;
+  /// Requests sent again on a new connection because the server had closed the kept-alive one
+  /// before any byte of the answer (each once; a second failure is an error).
+  std::size_t resent = 0;
   double wall_s = 0;
   double rps = 0;                ///< successful requests per second
   double output_tokens_per_s = 0;

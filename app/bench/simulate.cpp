@@ -1,5 +1,6 @@
 #include "app/bench/simulate.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <stdexcept>
@@ -42,10 +43,14 @@ double number(const std::string& flag, const std::string& value) {
   return n;
 }
 
-/// The engine model's settings from kvrouter-mocker's flags.
-mocker::engine_settings engine_from(const std::vector<std::string>& flags) {
+}  // namespace
+
+mocker::engine_settings engine_model(const std::vector<std::string>& flags, bool strict) {
   mocker::engine_settings e;
   for (const auto& [flag, value] : flag_pairs(flags, "mocker")) {
+    static constexpr const char* modelled[] = {"--num-blocks", "--block-size", "--max-num-seqs", "--max-num-batched-tokens",
+                                               "--speedup", "--prefill-us-per-token", "--step-base-us", "--decode-us-per-seq"};
+    if (!strict && std::find(std::begin(modelled), std::end(modelled), flag) == std::end(modelled)) continue;
     const double n = number(flag, value);
     if (flag == "--num-blocks") e.num_blocks = static_cast<std::uint32_t>(n);
     else if (flag == "--block-size") e.block_size = static_cast<std::uint32_t>(n);
@@ -61,6 +66,8 @@ mocker::engine_settings engine_from(const std::vector<std::string>& flags) {
     throw std::runtime_error("mocker flags: blocks, block size, sequences and speedup must be positive");
   return e;
 }
+
+namespace {
 
 /// The set's config for `policy` (compare's policy_flags) and the router flags, as kvrouter
 /// would read them: `--NAME V` sets the knob NAME (with `_` for `-`).
@@ -90,7 +97,7 @@ router_config router_from(const std::string& policy, const std::vector<std::stri
 std::vector<policy_report> simulate_policies(const simulate_settings& settings, const std::vector<loadgen::request_spec>& requests) {
   for (const auto& r : requests)
     if (!r.messages_json.empty()) throw std::runtime_error("simulate replays token-id prompts; chat workloads need compare");
-  const mocker::engine_settings engine = engine_from(settings.mocker_flags);
+  const mocker::engine_settings engine = engine_model(settings.mocker_flags, true);
   std::vector<policy_report> reports;
   for (const std::string& policy : settings.policies) {
     sim::cluster_settings cluster;
@@ -98,6 +105,7 @@ std::vector<policy_report> simulate_policies(const simulate_settings& settings, 
     cluster.engine = engine;
     cluster.router = router_from(policy, settings.router_flags);
     cluster.kv_event_delay_us = settings.kv_event_delay_ms * 1000;
+    cluster.request_latency_us = settings.request_latency_ms * 1000;
     const auto started = std::chrono::steady_clock::now();
     const sim::cluster_result run = sim::simulate(requests, cluster);
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -7,6 +7,7 @@
 
 #include "app/bench/report.hpp"
 #include "core/loadgen/workload.hpp"
+#include "core/mocker/engine.hpp"
 
 namespace kvr::bench {
 
@@ -18,7 +19,12 @@ struct simulate_settings {
   /// As `--router-flag` passes them to kvrouter; router knobs only (`--max-index-blocks N`, ...).
   std::vector<std::string> router_flags;
   double kv_event_delay_ms = 1.0;
+  double request_latency_ms = 0;  ///< router to engine and back (core/sim's request_latency_us)
 };
+
+/// The engine model's settings from kvrouter-mocker's flags. `strict`: a flag the model does not
+/// cover throws (simulate would silently differ from compare); else it is skipped.
+[[nodiscard]] mocker::engine_settings engine_model(const std::vector<std::string>& mocker_flags, bool strict);
 
 /// One report per policy (hit rate from the engines' counters, TTFT and ITL from the virtual
 /// clock, wall time = the simulated run's length). Throws std::runtime_error naming a flag or

@@ -31,10 +31,11 @@ struct knob {
 };
 
 using rc = router_config;
-const std::array<knob, 16> knob_table{{
+const std::array<knob, 17> knob_table{{
     {{"router_mode", "MODE", "how workers are picked", "kv|round-robin|random|power-of-two|least-loaded"}, &rc::mode},
     {{"overlap_score_credit", "NUMBER", "weight of a cached block against a block of prefill work; 0 ignores the cache", ">= 0"}, &rc::overlap_score_credit},
     {{"prefill_load_scale", "NUMBER", "weight of prefill work against decode work", ">= 0"}, &rc::prefill_load_scale},
+    {{"eviction_weight", "NUMBER", "weight of each cached block a placement would evict (new blocks beyond the worker's free cache) against a block of prefill work", ">= 0"}, &rc::eviction_weight},
     {{"router_temperature", "NUMBER", "0 picks the cheapest worker; > 0 samples softmax(-cost/T)", ">= 0"}, &rc::router_temperature},
     {{"use_kv_events", "true|false", "index the workers' KV events; false = approximate mode", "true|false"}, &rc::use_kv_events},
     {{"track_active_blocks", "true|false", "count in-flight requests' blocks as decode load", "true|false"}, &rc::track_active_blocks},
@@ -124,6 +125,7 @@ bool retunable_in_place(const router_config& running, const router_config& next)
   weights_only.router_temperature = running.router_temperature;
   weights_only.prefill_load_scale = running.prefill_load_scale;
   weights_only.overlap_score_credit = running.overlap_score_credit;
+  weights_only.eviction_weight = running.eviction_weight;
   weights_only.busy_threshold = running.busy_threshold;
   weights_only.max_num_batched_tokens = running.max_num_batched_tokens;
   weights_only.queue_size = running.queue_size;
@@ -144,6 +146,8 @@ std::expected<void, config_error> validate(const router_config& config) {
     return fail(fmt::format("overlap_score_credit must be a finite number >= 0 (got {})", config.overlap_score_credit));
   if (!(config.prefill_load_scale >= 0.0) || !std::isfinite(config.prefill_load_scale))
     return fail(fmt::format("prefill_load_scale must be a finite number >= 0 (got {})", config.prefill_load_scale));
+  if (!(config.eviction_weight >= 0.0) || !std::isfinite(config.eviction_weight))
+    return fail(fmt::format("eviction_weight must be a finite number >= 0 (got {})", config.eviction_weight));
   if (!(config.router_temperature >= 0.0) || !std::isfinite(config.router_temperature))
     return fail(fmt::format("router_temperature must be a finite number >= 0 (got {})", config.router_temperature));
   if (!(config.busy_threshold >= 0.0) || !std::isfinite(config.busy_threshold))

@@ -29,6 +29,10 @@ struct router_config {
   double overlap_score_credit = 1.0;
   /// Weight of prefill work against decode work in the cost.
   double prefill_load_scale = 1.0;
+  /// Weight of each cached block a placement would evict (the prompt's new blocks beyond the
+  /// worker's free cache capacity) against a block of prefill work: an evicted block is a hit
+  /// some later request loses (core/routing/cache_capacity).
+  double eviction_weight = 8.0;
   /// 0 = pick the cheapest worker; > 0 = sample from softmax(-normalized cost / temperature).
   double router_temperature = 0.0;
   /// Build the prefix index from the workers' KV events (false = approximate mode: predict the

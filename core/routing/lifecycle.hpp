@@ -66,6 +66,14 @@ struct candidate_view {
   /// Of the two above, what other router replicas booked (0 without replicas).
   std::uint64_t remote_prefill_tokens = 0;
   std::uint64_t remote_decode_blocks = 0;
+  /// Its prefix cache: blocks the index has it hold, its capacity (nullopt while unknown), and
+  /// how many cached blocks this prompt's new blocks would evict there.
+  std::uint64_t cached_blocks = 0;
+  std::optional<std::uint64_t> cache_capacity_blocks;
+  std::uint64_t evicted_blocks = 0;
+  /// What the mode compared for it (kv cost, booked load); nullopt where the mode compares
+  /// nothing or the worker was not a candidate (unhealthy, excluded, busy).
+  std::optional<double> cost;
   bool healthy = true;
   bool busy = false;
 };

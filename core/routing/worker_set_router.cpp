@@ -27,6 +27,10 @@ worker_set_router::worker_set_router(worker_set_router_settings settings) : sett
   decode_config_ = config;
   if (settings_.disaggregation) decode_config_.overlap_score_credit = settings_.disaggregation->decode_overlap_credit;
   workers_.assign(workers(), {});
+  capacity_.resize(workers());
+  ranks_.assign(workers(), 0);
+  for (std::uint32_t w : settings_.publisher_worker)
+    if (w < workers()) ++ranks_[w];
   events_.resize(settings_.publisher_worker.size());
   last_batch_.resize(settings_.publisher_worker.size());
 }
@@ -57,6 +61,7 @@ bool worker_set_router::on_engine_metrics(std::uint32_t worker, const engine_met
   if (worker >= workers_.size()) return false;
   worker_state& w = workers_[worker];
   w.engine = metrics;
+  if (metrics.num_gpu_blocks) capacity_.set_reported(worker, *metrics.num_gpu_blocks, ranks_[worker]);
   w.engine_until = now + settings_.engine_metrics_ttl;
   const bool restarted = engine_restarted(w.engine_start, metrics.start_time);
   if (metrics.start_time) w.engine_start = metrics.start_time;
@@ -136,6 +141,12 @@ void worker_set_router::mark_routable(pool from, time_point now) {
 std::optional<selection> worker_set_router::pick(const route_query& query, const router_config& config,
                                                  std::span<const worker_load> loads) {
   collect_candidates(worker_overlaps_, loads, healthy_, query.excluded_workers, candidates_, active_overlaps_);
+  if (config.eviction_weight > 0) {
+    const std::uint64_t prompt_blocks = query.sequence_hashes.size();
+    for (worker_candidate& c : candidates_)
+      c.evicted_blocks = capacity_.evicted_by(c.worker, resident_blocks(c.worker),
+                                              prompt_blocks - std::min<std::uint64_t>(c.overlap_blocks, prompt_blocks));
+  }
   return select_worker(candidates_, config, {query.prompt_tokens, round_robin_ticket_}, rng_);
 }
 
@@ -191,26 +202,33 @@ route_decision worker_set_router::decide(const route_query& query, time_point no
   }
   ++round_robin_ticket_;
   if (query.dry_run) {
-    fill_dry_run(decision, now);
+    fill_dry_run(decision, now, query.sequence_hashes.size());
     return decision;
   }
   commit(query, decision, now);
   return decision;
 }
 
-void worker_set_router::fill_dry_run(route_decision& decision, time_point now) {
+void worker_set_router::fill_dry_run(route_decision& decision, time_point now, std::uint64_t prompt_blocks) {
   ++dry_runs_;
   for (std::uint32_t w = 0; w < workers(); ++w) {
     const worker_load load = booked_load(w);
     const worker_load remote = remote_ ? remote_->load(w) : worker_load{};
-    decision.candidates.push_back({.worker = w,
-                                   .overlap_blocks = worker_overlaps_[w],
-                                   .active_prefill_tokens = load.prefill_tokens,
-                                   .active_decode_blocks = load.decode_blocks,
-                                   .remote_prefill_tokens = remote.prefill_tokens,
-                                   .remote_decode_blocks = remote.decode_blocks,
-                                   .healthy = healthy(w, now),
-                                   .busy = w < busy_.size() && busy_[w] != 0});
+    const std::uint64_t resident = resident_blocks(w);
+    const auto candidate = std::find_if(candidates_.begin(), candidates_.end(), [w](const worker_candidate& c) { return c.worker == w; });
+    decision.candidates.push_back(
+        {.worker = w,
+         .overlap_blocks = worker_overlaps_[w],
+         .active_prefill_tokens = load.prefill_tokens,
+         .active_decode_blocks = load.decode_blocks,
+         .remote_prefill_tokens = remote.prefill_tokens,
+         .remote_decode_blocks = remote.decode_blocks,
+         .cached_blocks = resident,
+         .cache_capacity_blocks = capacity_.capacity(w),
+         .evicted_blocks = capacity_.evicted_by(w, resident, prompt_blocks - std::min<std::uint64_t>(worker_overlaps_[w], prompt_blocks)),
+         .cost = candidate == candidates_.end() ? std::nullopt : comparable_cost(*candidate, settings_.config, decision.prompt_tokens),
+         .healthy = healthy(w, now),
+         .busy = w < busy_.size() && busy_[w] != 0});
   }
 }
 
@@ -338,6 +356,22 @@ void worker_set_router::on_kv_batch(std::uint32_t publisher, bool clear_first, c
     ++clears_;
   }
   apply_batch(*index_, publisher, batch, events_[publisher]);
+  if (const std::uint32_t w = settings_.publisher_worker[publisher]; w < workers())
+    capacity_.observe(w, resident_blocks(w), removed_events(w));
+}
+
+std::uint64_t worker_set_router::resident_blocks(std::uint32_t worker) const {
+  std::uint64_t blocks = 0;
+  for (std::uint32_t p = 0; p < settings_.publisher_worker.size(); ++p)
+    if (settings_.publisher_worker[p] == worker) blocks += index_->worker_blocks(p);
+  return blocks;
+}
+
+std::uint64_t worker_set_router::removed_events(std::uint32_t worker) const {
+  std::uint64_t removed = 0;
+  for (std::uint32_t p = 0; p < settings_.publisher_worker.size(); ++p)
+    if (settings_.publisher_worker[p] == worker) removed += events_[p].removed_events;
+  return removed;
 }
 
 void worker_set_router::remove_publisher(std::uint32_t publisher) { index_->remove_worker(publisher); }

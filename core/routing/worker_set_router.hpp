@@ -31,6 +31,7 @@
 #include "core/routing/active_sequences.hpp"
 #include "core/routing/admission_queue.hpp"
 #include "core/routing/lifecycle.hpp"
+#include "core/routing/cache_capacity.hpp"
 #include "core/routing/prefix_index.hpp"
 #include "core/routing/selector/selector.hpp"
 #include "core/routing/session_affinity.hpp"
@@ -189,7 +190,8 @@ class worker_set_router {
   /// The selector's pick among `healthy_` under `config`, the loads being `loads`.
   [[nodiscard]] std::optional<selection> pick(const route_query& query, const router_config& config,
                                               std::span<const worker_load> loads);
-  void fill_dry_run(route_decision& decision, time_point now);
+  /// `prompt_blocks`: the prompt's hashed (full) blocks, those an engine would cache.
+  void fill_dry_run(route_decision& decision, time_point now, std::uint64_t prompt_blocks);
   /// Books the chosen worker(s) and records what routing learned from the decision.
   void commit(const route_query& query, route_decision& decision, time_point now);
   void keep_session_worker(const route_query& query, time_point now, selection& chosen);
@@ -219,6 +221,12 @@ class worker_set_router {
   std::vector<worker_load> total_loads_;  ///< local plus remote, when peers are heard
   router_config decode_config_;  ///< the set's config with the decode pool's overlap credit
   std::vector<worker_candidate> candidates_;
+  cache_capacity capacity_;  ///< per worker: how many blocks its cache holds
+  /// Per worker: the blocks the index has it hold, and its events' removals (sums over its publishers).
+  [[nodiscard]] std::uint64_t resident_blocks(std::uint32_t worker) const;
+  [[nodiscard]] std::uint64_t removed_events(std::uint32_t worker) const;
+  /// Per publisher, how many of the set's workers' ranks it is one of (capacity per rank).
+  std::vector<std::uint32_t> ranks_;
 };
 
 }  // namespace kvr

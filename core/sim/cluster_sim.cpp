@@ -11,7 +11,7 @@
 namespace kvr::sim {
 namespace {
 
-enum class happening : std::uint8_t { arrival, step_start, step_end, kv_delivery, tick };
+enum class happening : std::uint8_t { arrival, submit, step_start, step_end, report, kv_delivery, tick };
 
 struct event {
   double at_us = 0;
@@ -27,7 +27,14 @@ class cluster {
   cluster(const std::vector<loadgen::request_spec>& requests, const cluster_settings& settings)
       : requests_(requests), settings_(settings), router_(router_settings(settings)), stepping_(settings.engines, false),
         in_flight_(settings.engines) {
-    for (std::uint32_t e = 0; e < settings.engines; ++e) engines_.emplace_back(settings.engine);
+    for (std::uint32_t e = 0; e < settings.engines; ++e) {
+      engines_.emplace_back(settings.engine);
+      // What the router's first scrape of an engine tells it (vllm:cache_config_info).
+      engine_metrics scraped;
+      scraped.num_gpu_blocks = settings.engine.num_blocks;
+      scraped.block_size = settings.engine.block_size;
+      router_.on_engine_metrics(e, scraped, time_point{});
+    }
     result_.requests.resize(requests.size());
     last_token_us_.resize(requests.size(), 0);
   }
@@ -42,6 +49,8 @@ class cluster {
       if (next.what != happening::tick) --work_scheduled_;
       switch (next.what) {
         case happening::arrival: arrive(next.item); break;
+        case happening::submit: submit(next.engine, next.item); break;
+        case happening::report: report(next.item); break;
         case happening::step_start: step(next.engine); break;
         case happening::step_end: end_step(next.engine); break;
         case happening::kv_delivery: deliver(next.engine, next.item); break;
@@ -103,12 +112,33 @@ class cluster {
         continue;
       }
       result_.requests[id].worker = decision.worker;
-      engines_[decision.worker].submit({.id = id, .tokens = r.prompt, .max_new_tokens = r.max_tokens, .images = {}, .kv_pulled = false});
-      if (!stepping_[decision.worker]) {
-        stepping_[decision.worker] = true;
-        schedule(now_us_, happening::step_start, decision.worker, 0);
-      }
+      if (settings_.request_latency_us > 0) schedule(now_us_ + settings_.request_latency_us, happening::submit, decision.worker, id);
+      else submit(decision.worker, id);
     }
+  }
+
+  void submit(std::uint32_t e, std::size_t id) {
+    const loadgen::request_spec& r = requests_[id];
+    engines_[e].submit({.id = id, .tokens = r.prompt, .max_new_tokens = r.max_tokens, .images = {}, .kv_pulled = false});
+    if (!stepping_[e]) {
+      stepping_[e] = true;
+      schedule(now_us_, happening::step_start, e, 0);
+    }
+  }
+
+  /// A first token or an end reaches router and client `request_latency_us` after its step.
+  void tell_router(lifecycle_event event) {
+    if (settings_.request_latency_us <= 0) {
+      router_.on_lifecycle(event, now());
+      return;
+    }
+    reports_.push_back(event);
+    schedule(now_us_ + settings_.request_latency_us, happening::report, 0, reports_.size() - 1);
+  }
+
+  void report(std::size_t item) {
+    router_.on_lifecycle(reports_[item], now());
+    place_waiting();
   }
 
   void step(std::uint32_t e) {
@@ -130,8 +160,8 @@ class cluster {
       request_outcome& r = result_.requests[out.id];
       const std::uint64_t request_id = out.id + 1;
       if (out.new_tokens > 0 && out.generated == 1) {
-        r.first_token_us = now_us_;
-        router_.on_lifecycle({.what = lifecycle_event::kind::first_token, .request_id = request_id, .worker = e, .prompt_tokens = 0}, now());
+        r.first_token_us = now_us_ + settings_.request_latency_us;
+        tell_router({.what = lifecycle_event::kind::first_token, .request_id = request_id, .worker = e, .prompt_tokens = 0});
         capacity = true;
       } else if (out.new_tokens > 0) {
         r.itl_us.push_back(now_us_ - last_token_us_[out.id]);
@@ -139,11 +169,11 @@ class cluster {
       if (out.new_tokens > 0) last_token_us_[out.id] = now_us_;
       r.output_tokens = out.generated;
       if (out.finished) {
-        r.finished_us = now_us_;
+        r.finished_us = now_us_ + settings_.request_latency_us;
         r.ok = out.error.empty();
-        result_.end_us = now_us_;
+        result_.end_us = r.finished_us;
         ++finished_;
-        router_.on_lifecycle({.what = lifecycle_event::kind::finished, .request_id = request_id, .worker = e, .prompt_tokens = 0}, now());
+        tell_router({.what = lifecycle_event::kind::finished, .request_id = request_id, .worker = e, .prompt_tokens = 0});
         capacity = true;
       }
     }
@@ -153,7 +183,7 @@ class cluster {
     }
     if (engines_[e].idle()) stepping_[e] = false;
     else schedule(now_us_, happening::step_start, e, 0);
-    if (capacity) place_waiting();
+    if (capacity && settings_.request_latency_us <= 0) place_waiting();
   }
 
   void deliver(std::uint32_t e, std::size_t payload) {
@@ -178,6 +208,7 @@ class cluster {
   std::deque<waiting_request> waiting_;
   std::vector<mocker::step_result> in_flight_;  ///< per engine, the step it is running
   std::deque<kv_batch> batches_;           ///< KV batches in flight
+  std::deque<lifecycle_event> reports_;    ///< first tokens and ends on their way to the router
   std::vector<std::uint64_t> local_;
   std::vector<double> last_token_us_;
   std::size_t finished_ = 0;

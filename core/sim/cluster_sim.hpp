@@ -26,6 +26,10 @@ struct cluster_settings {
   mocker::engine_settings engine;  ///< every engine's; its block size is the router's
   router_config router;            ///< the set's config (mode, weights, kv events or approximate)
   double kv_event_delay_us = 1000;
+  /// A request's way from the router to its engine, and of its tokens back to router and client
+  /// (HTTP, the proxy, an engine's wake-up): the engine gets it this long after the decision, and
+  /// the router books its first token and end (and the client sees them) this long after the step.
+  double request_latency_us = 0;
   double tick_interval_us = 1e6;  ///< router housekeeping (expiries)
   std::uint64_t seed = 1;         ///< the selector's tie-breaks
 };

@@ -4,12 +4,15 @@
 ///     prefill_blocks = active_prefill_tokens / bs + max(0, ceil(isl / bs) - credit * overlap)
 ///     decode_blocks  = active_decode_blocks + ceil(isl / bs) - active_overlap
 ///     cost           = prefill_load_scale * prefill_blocks + decode_blocks
+///                      + eviction_weight * evicted_blocks
 ///
 /// Lower is better. With credit 0 the cost is purely load-based. `active_overlap` is how much
 /// of the prompt the worker already holds for its in-flight requests: an engine shares those
 /// blocks, so they add no KV load (as Dynamo counts potential blocks). Without it, a worker
 /// running one request of a group would look a whole prompt busier than an idle one, and the
-/// group would be sent away from its cache as soon as it had traffic.
+/// group would be sent away from its cache as soon as it had traffic. `evicted_blocks` is how
+/// many cached blocks the prompt's new blocks would push out of the worker's full cache
+/// (core/routing/cache_capacity): hits later requests lose, a cost beyond this request's work.
 
 #include <cstdint>
 
@@ -24,6 +27,7 @@ struct worker_candidate {
   std::uint64_t active_prefill_tokens = 0;
   std::uint64_t active_decode_blocks = 0;
   std::uint32_t active_overlap_blocks = 0;  ///< of this prompt's blocks, those its in-flight requests hold
+  std::uint64_t evicted_blocks = 0;  ///< cached blocks this prompt would evict there (0: room, or capacity unknown)
 };
 
 /// The request-side inputs of the cost.
@@ -32,6 +36,7 @@ struct cost_params {
   std::uint32_t block_size = 16;
   double overlap_score_credit = 1.0;
   double prefill_load_scale = 1.0;
+  double eviction_weight = 8.0;
 };
 
 [[nodiscard]] double kv_cost(const worker_candidate& candidate, const cost_params& params);

@@ -563,3 +563,86 @@ TEST(worker_set_router_replicas, its_own_bookings_are_listed_for_the_snapshot_as
 
 }  // namespace
 }  // namespace kvr
+
+namespace kvr {
+namespace {
+
+engine_metrics cache_of(std::uint64_t blocks) {
+  engine_metrics m;
+  m.num_gpu_blocks = blocks;
+  return m;
+}
+
+/// Block ids 100, 101, ...: a chain of `n` blocks no prompt below shares.
+std::vector<std::uint32_t> unrelated_blocks(std::uint32_t first, std::uint32_t n) {
+  std::vector<std::uint32_t> ids;
+  for (std::uint32_t i = 0; i < n; ++i) ids.push_back(first + 7 * i);
+  return ids;
+}
+
+TEST(worker_set_router, sends_a_cold_prompt_where_it_evicts_nothing_rather_than_to_a_less_busy_full_cache) {
+  const query_builder cold{request_hashes({10, 20, 30, 40})};
+  for (const double weight : {8.0, 0.0}) {
+    worker_set_router_settings settings = kv_set(2);
+    settings.config.eviction_weight = weight;
+    worker_set_router router(settings);
+    router.on_engine_metrics(0, cache_of(8), t0);
+    router.on_engine_metrics(1, cache_of(64), t0);
+    router.on_kv_batch(0, false, stored_batch(unrelated_blocks(1000, 8)), t0);  // w0 full
+    router.on_lifecycle({lifecycle_event::kind::booked, 1, 1, 8}, t0);          // w1 a little busier
+    const route_decision decision = router.decide(cold.query(2, true), t0);
+    ASSERT_TRUE(decision.ok());
+    ASSERT_EQ(decision.candidates.size(), 2u);
+    const candidate_view& full = decision.candidates[0];
+    const candidate_view& roomy = decision.candidates[1];
+    EXPECT_EQ(full.cached_blocks, 8u);
+    EXPECT_EQ(full.cache_capacity_blocks, 8u);
+    EXPECT_EQ(full.evicted_blocks, 4u);
+    EXPECT_EQ(roomy.evicted_blocks, 0u);
+    ASSERT_TRUE(full.cost && roomy.cost);
+    if (weight > 0) {
+      EXPECT_EQ(decision.worker, 1u) << "4 evicted blocks cost more than w1's extra load";
+      EXPECT_DOUBLE_EQ(*full.cost, 4 + 4 + 8.0 * 4) << "prefill + decode + weight x evicted";
+    } else {
+      EXPECT_EQ(decision.worker, 0u) << "weight 0: the less busy worker wins";
+    }
+  }
+}
+
+TEST(worker_set_router, keeps_a_prompt_with_its_prefix_on_a_full_cache_when_moving_it_would_evict_more_than_the_load_it_saves) {
+  worker_set_router_settings settings = kv_set(2);
+  worker_set_router router(settings);
+  router.on_engine_metrics(0, cache_of(8), t0);
+  router.on_engine_metrics(1, cache_of(8), t0);
+  router.on_kv_batch(0, false, stored_batch({10, 20, 30, 40, 50, 60, 70, 80}), t0);
+  router.on_kv_batch(1, false, stored_batch(unrelated_blocks(1000, 8)), t0);
+  // w0 holds the prefix and runs a request of 10 blocks; w1 is idle.
+  router.on_lifecycle({lifecycle_event::kind::booked, 1, 0, 40}, t0);
+  const query_builder prompt{request_hashes({10, 20, 30, 40, 50, 60, 70, 80, 90, 95})};
+  EXPECT_EQ(router.decide(prompt.query(2, true), t0).worker, 0u) << "w1 would evict 10 cached blocks, w0 only 2";
+
+  settings.config.eviction_weight = 0;
+  worker_set_router plain(settings);
+  plain.on_kv_batch(0, false, stored_batch({10, 20, 30, 40, 50, 60, 70, 80}), t0);
+  plain.on_lifecycle({lifecycle_event::kind::booked, 1, 0, 40}, t0);
+  EXPECT_EQ(plain.decide(prompt.query(2, true), t0).worker, 1u) << "load alone sends it away from its cache";
+}
+
+TEST(worker_set_router, learns_a_workers_cache_capacity_from_its_kv_events_once_they_remove_blocks) {
+  worker_set_router router(kv_set(1));
+  router.on_kv_batch(0, false, stored_batch({10, 20, 30, 40}), t0);
+  const query_builder cold{request_hashes({1, 2})};
+  route_decision decision = router.decide(cold.query(1, true), t0);
+  EXPECT_FALSE(decision.candidates[0].cache_capacity_blocks) << "no removal yet: the cache may still be filling";
+  EXPECT_EQ(decision.candidates[0].evicted_blocks, 0u);
+  kv_batch evicted;
+  evicted.events.emplace_back(kv_removed{.block_hashes = {1040}});
+  router.on_kv_batch(0, false, evicted, t0);
+  decision = router.decide(cold.query(2, true), t0);
+  EXPECT_EQ(decision.candidates[0].cache_capacity_blocks, 4u);
+  EXPECT_EQ(decision.candidates[0].cached_blocks, 3u);
+  EXPECT_EQ(decision.candidates[0].evicted_blocks, 1u) << "2 new blocks, 1 free";
+}
+
+}  // namespace
+}  // namespace kvr

@@ -13,7 +13,7 @@ struct cost_row {
 };
 
 // cost = scale * (prefill_tokens / bs + max(0, ceil(isl / bs) - credit * overlap))
-//        + decode_blocks + max(0, ceil(isl / bs) - active_overlap)
+//        + decode_blocks + max(0, ceil(isl / bs) - active_overlap) + eviction_weight * evicted
 TEST(kv_cost, follows_the_documented_formula_row_by_row) {
   const cost_row rows[] = {
       {"idle worker, nothing cached", {0, 0, 0, 0}, {160, 16, 1.0, 1.0}, 10 + 10},
@@ -33,6 +33,8 @@ TEST(kv_cost, follows_the_documented_formula_row_by_row) {
       {"block size 64", {0, 1, 64, 2}, {200, 64, 1.0, 1.0}, (1 + 3) + (2 + 4)},
       {"blocks in-flight requests already hold add no load", {0, 8, 0, 9, 8}, {160, 16, 1.0, 1.0}, 2 + (9 + 2)},
       {"held overlap beyond the prompt adds nothing", {0, 0, 0, 20, 15}, {160, 16, 1.0, 1.0}, 10 + 20},
+      {"each block the prompt would evict costs the eviction weight", {0, 4, 0, 0, 0, 6}, {160, 16, 1.0, 1.0, 8.0}, 6 + 10 + 48},
+      {"eviction weight 0 ignores evictions", {0, 4, 0, 0, 0, 6}, {160, 16, 1.0, 1.0, 0.0}, 6 + 10},
   };
   for (const cost_row& row : rows) EXPECT_DOUBLE_EQ(kv_cost(row.worker, row.params), row.expected) << row.why;
 }
