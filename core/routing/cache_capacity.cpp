@@ -1,11 +1,15 @@
 #include "core/routing/cache_capacity.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace kvr {
 
 void cache_capacity::set_reported(std::size_t worker, std::uint64_t blocks, std::uint32_t ranks) {
-  if (worker < workers_.size()) workers_[worker].reported = blocks * std::max<std::uint32_t>(1, ranks);
+  if (worker >= workers_.size()) return;
+  // The figure comes from the worker's /metrics: saturate rather than wrap a hostile one.
+  const std::uint64_t n = std::max<std::uint32_t>(1, ranks);
+  workers_[worker].reported = blocks > std::numeric_limits<std::uint64_t>::max() / n ? std::numeric_limits<std::uint64_t>::max() : blocks * n;
 }
 
 void cache_capacity::observe(std::size_t worker, std::uint64_t resident, std::uint64_t removed_events) {

@@ -28,9 +28,9 @@ worker_set_router::worker_set_router(worker_set_router_settings settings) : sett
   if (settings_.disaggregation) decode_config_.overlap_score_credit = settings_.disaggregation->decode_overlap_credit;
   workers_.assign(workers(), {});
   capacity_.resize(workers());
-  ranks_.assign(workers(), 0);
-  for (std::uint32_t w : settings_.publisher_worker)
-    if (w < workers()) ++ranks_[w];
+  publishers_of_.assign(workers(), {});
+  for (std::uint32_t p = 0; p < settings_.publisher_worker.size(); ++p)
+    if (const std::uint32_t w = settings_.publisher_worker[p]; w < workers()) publishers_of_[w].push_back(p);
   events_.resize(settings_.publisher_worker.size());
   last_batch_.resize(settings_.publisher_worker.size());
 }
@@ -61,7 +61,7 @@ bool worker_set_router::on_engine_metrics(std::uint32_t worker, const engine_met
   if (worker >= workers_.size()) return false;
   worker_state& w = workers_[worker];
   w.engine = metrics;
-  if (metrics.num_gpu_blocks) capacity_.set_reported(worker, *metrics.num_gpu_blocks, ranks_[worker]);
+  if (metrics.num_gpu_blocks) capacity_.set_reported(worker, *metrics.num_gpu_blocks, static_cast<std::uint32_t>(publishers_of_[worker].size()));
   w.engine_until = now + settings_.engine_metrics_ttl;
   const bool restarted = engine_restarted(w.engine_start, metrics.start_time);
   if (metrics.start_time) w.engine_start = metrics.start_time;
@@ -141,7 +141,7 @@ void worker_set_router::mark_routable(pool from, time_point now) {
 std::optional<selection> worker_set_router::pick(const route_query& query, const router_config& config,
                                                  std::span<const worker_load> loads) {
   collect_candidates(worker_overlaps_, loads, healthy_, query.excluded_workers, candidates_, active_overlaps_);
-  if (config.eviction_weight > 0) {
+  if (config.eviction_weight > 0 && uses_prefix_overlap(config)) {
     const std::uint64_t prompt_blocks = query.sequence_hashes.size();
     for (worker_candidate& c : candidates_)
       c.evicted_blocks = capacity_.evicted_by(c.worker, resident_blocks(c.worker),
@@ -362,15 +362,15 @@ void worker_set_router::on_kv_batch(std::uint32_t publisher, bool clear_first, c
 
 std::uint64_t worker_set_router::resident_blocks(std::uint32_t worker) const {
   std::uint64_t blocks = 0;
-  for (std::uint32_t p = 0; p < settings_.publisher_worker.size(); ++p)
-    if (settings_.publisher_worker[p] == worker) blocks += index_->worker_blocks(p);
+  if (worker < publishers_of_.size())
+    for (std::uint32_t p : publishers_of_[worker]) blocks += index_->worker_blocks(p);
   return blocks;
 }
 
 std::uint64_t worker_set_router::removed_events(std::uint32_t worker) const {
   std::uint64_t removed = 0;
-  for (std::uint32_t p = 0; p < settings_.publisher_worker.size(); ++p)
-    if (settings_.publisher_worker[p] == worker) removed += events_[p].removed_events;
+  if (worker < publishers_of_.size())
+    for (std::uint32_t p : publishers_of_[worker]) removed += events_[p].removed_events;
   return removed;
 }
 

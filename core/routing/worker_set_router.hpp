@@ -225,8 +225,8 @@ class worker_set_router {
   /// Per worker: the blocks the index has it hold, and its events' removals (sums over its publishers).
   [[nodiscard]] std::uint64_t resident_blocks(std::uint32_t worker) const;
   [[nodiscard]] std::uint64_t removed_events(std::uint32_t worker) const;
-  /// Per publisher, how many of the set's workers' ranks it is one of (capacity per rank).
-  std::vector<std::uint32_t> ranks_;
+  /// Per worker, its publishers (a data-parallel worker's ranks).
+  std::vector<std::vector<std::uint32_t>> publishers_of_;
 };
 
 }  // namespace kvr

@@ -23,6 +23,15 @@ TEST(cache_capacity, counts_only_the_new_blocks_beyond_the_free_room_of_a_report
   EXPECT_EQ(caches.evicted_by(0, 260, 10), 10u) << "the index may briefly hold more than the cache";
 }
 
+TEST(cache_capacity, saturates_a_reported_capacity_too_large_to_multiply_by_its_ranks) {
+  cache_capacity caches(1);
+  caches.set_reported(0, std::uint64_t{1} << 63, 4);
+  EXPECT_EQ(caches.capacity(0), UINT64_MAX) << "a hostile num_gpu_blocks does not wrap to a small cache";
+  EXPECT_EQ(caches.evicted_by(0, 1000, 1000), 0u);
+  caches.set_reported(0, 0, 4);
+  EXPECT_FALSE(caches.capacity(0)) << "0 blocks reads as not reported";
+}
+
 TEST(cache_capacity, learns_a_capacity_from_the_most_blocks_held_once_events_remove_blocks) {
   cache_capacity caches(1);
   caches.observe(0, 40, 0);
