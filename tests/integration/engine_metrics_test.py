@@ -11,6 +11,8 @@ report waiting requests (traffic that bypasses the router), in the modes ingress
 3. A kvrouter-mocker's metrics read as vLLM's: its cache_config_info gives block size and block
    count, and a block size other than the card's is warned about once; when it restarts, its
    process_start_time_seconds moves on and its index entries are dropped at once.
+4. Two mockers of 32 blocks: the scraped num_gpu_blocks is each worker's cache capacity; once
+   one is full, a cold prompt's dry run charges it the 7 blocks it would evict and picks the other.
 Usage: engine_metrics_test.py PATH/TO/kvrouter PATH/TO/kvrouter-mocker"""
 import json
 import sys
@@ -129,6 +131,41 @@ try:
         router.stop()
     finally:
         mocker.stop()
+
+    # 4. Full caches: the mockers' num_gpu_blocks is each worker's cache capacity, and a cold
+    # prompt goes where it evicts nothing (the dry run shows the terms).
+    mockers = []
+    try:
+        for i in range(2):
+            mockers.append(Mocker(mocker_binary, "--num-blocks", "32", "--kv-events-endpoint", f"ipc://{sockets}/kv{i}",
+                                  "--replay-endpoint", f"ipc://{sockets}/replay{i}", "--model", "m"))
+        specs = [f"{m.url},id=e{i},kv_events=ipc://{sockets}/kv{i},replay=ipc://{sockets}/replay{i}" for i, m in enumerate(mockers)]
+        router = Router(kvrouter, "m", specs, *SCRAPE)
+        f.check(bool(wait_for(lambda: all(w["engine"].get("num_gpu_blocks") == 32 for w in live_workers(router).values()), 5)),
+                "both engines' capacities are scraped")
+        filler = list(range(1000, 1496))  # 31 blocks, and the answer's token in the 32nd: one engine's whole cache
+        status, headers, _ = router.request("POST", "/v1/completions", {"model": "m", "prompt": filler, "max_tokens": 1})
+        full = headers.get("x-kvrouter-worker")
+        f.check(status == 200 and full in ("e0", "e1"), f"a prompt fills one engine's cache ({status}, {full})")
+        f.check(bool(wait_for(lambda: router.worker_gauge("kvrouter_worker_index_blocks", full) == 31, 5)),
+                "its 31 full blocks reach the index")
+        cold = {"model": "m", "prompt": list(range(5000, 5128)), "max_tokens": 1}  # 8 blocks nobody caches
+        status, _, body = router.request("POST", "/v1/completions", cold, {"x-kvrouter-dry-run": "1"})
+        decision = json.loads(body) if status == 200 else {}
+        views = {c["worker"]: c for c in decision.get("candidates", [])}
+        roomy = "e1" if full == "e0" else "e0"
+        f.check(decision.get("worker") == roomy, f"the cold prompt goes to the engine with room ({decision.get('worker')})")
+        if full in views and roomy in views:
+            f.check(views[full]["cache_capacity_blocks"] == 32 and views[full]["cached_blocks"] == 31 and
+                    views[full]["evicted_blocks"] == 7 and views[roomy]["evicted_blocks"] == 0,
+                    f"the dry run shows capacity, cached and evicted blocks ({views[full]}, {views[roomy]})")
+            f.check(views[full]["cost"] - views[roomy]["cost"] == 7 * 8.0,
+                    f"7 evicted blocks (8 new, 1 free) at the default eviction_weight 8 are the whole difference in cost "
+                    f"({views[full]['cost']} vs {views[roomy]['cost']})")
+        router.stop()
+    finally:
+        for m in mockers:
+            m.stop()
     router = None
 finally:
     if router:
