@@ -91,7 +91,9 @@ struct options {
   bool progress = true;
   std::string trace_file_for_ceiling;
   double kv_event_delay_ms = 1.0;  ///< simulate: KV events reach the router this long after their step
-  double request_latency_ms = 0;   ///< simulate: router to engine, and tokens back, take this long
+  /// simulate: router to engine, and tokens back, take this long (2 ms: what compare adds to the
+  /// engines' own TTFT on this machine, docs/benchmarks.md)
+  double request_latency_ms = 2.0;
   std::uint32_t ceiling_engines = 0;  ///< trace-ceiling --engines; 0 = the reuse ceiling alone
   std::uint64_t ceiling_engine_blocks = 65536;
   std::uint32_t ceiling_block_size = 16;

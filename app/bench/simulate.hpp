@@ -19,7 +19,7 @@ struct simulate_settings {
   /// As `--router-flag` passes them to kvrouter; router knobs only (`--max-index-blocks N`, ...).
   std::vector<std::string> router_flags;
   double kv_event_delay_ms = 1.0;
-  double request_latency_ms = 0;  ///< router to engine and back (core/sim's request_latency_us)
+  double request_latency_ms = 2.0;  ///< router to engine and back (core/sim's request_latency_us)
 };
 
 /// The engine model's settings from kvrouter-mocker's flags. `strict`: a flag the model does not

@@ -2,7 +2,8 @@
 """kvrouter-bench simulate, run as a user runs it: compare's command line in virtual time. On
 the same shared-prefix workload as bench_compare_test, kv keeps each group's prefix on one
 engine and beats round-robin; two runs print the same figures (it is deterministic);
---target-utilization derives the rate from the engines' timing model; and a mocker flag the
+--target-utilization derives the rate from the engines' timing model; --request-latency-ms
+delays what crosses the wire; and a mocker flag the
 engine model does not have is refused by name.
 
 usage: bench_simulate_test.py BENCH_BINARY
@@ -41,6 +42,15 @@ def main():
             f"vs {rr['hit_rate']:.3f})")
     f.check(kv["ttft_mean_ms"] < rr["ttft_mean_ms"], f"and answers sooner (TTFT {kv['ttft_mean_ms']:.1f} vs {rr['ttft_mean_ms']:.1f} ms)")
     f.check("simulated kv (96 requests" in run.stderr, "it says what it simulated")
+    # The way to the engine and back: round-robin's placements do not depend on time, so its
+    # TTFT grows by exactly twice the latency (there and back) over the default 2 ms.
+    wire = os.path.join(tmp, "wire.json")
+    direct = simulate(bench, wire, "--request-latency-ms", "0")
+    if direct.returncode == 0:
+        rr0 = {r["policy"]: r for r in json.load(open(wire))}["round-robin"]
+        f.check(abs((rr["ttft_mean_ms"] - rr0["ttft_mean_ms"]) - 4.0) < 0.05,
+                f"--request-latency-ms 2 (the default) adds 4 ms to round-robin's TTFT over 0 "
+                f"({rr0['ttft_mean_ms']:.2f} -> {rr['ttft_mean_ms']:.2f} ms)")
     again = simulate(bench, second)
     f.check(again.returncode == 0 and json.load(open(second)) == json.load(open(first)), "a second run gives the same figures")
     # --target-utilization in place of --rate: 2112-token prompts at 5 us a token plus 8 decode
