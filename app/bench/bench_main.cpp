@@ -102,6 +102,8 @@ struct options {
   std::string image_source = "url";
   bool image_data_uris = false;
   bool shared_prefix = false;  ///< --shared-prefix: the default workload, named
+  bool text_chats = false;     ///< --chats: multi-turn text conversations
+  std::uint32_t system_words = 300, question_words = 20;  ///< chat workloads (text and image)
   std::string tokenizer, tokenizer_config, image_token_id;
 };
 
@@ -160,6 +162,14 @@ const cli::option_table<options>& workload_options() {
                             [](auto& o) -> auto& { return o.trace_options.block_tokens; }, 1, 1u << 20),
       cli::real<options>("--trace-speedup", "X", "divide the trace's timestamps by X",
                          [](auto& o) -> auto& { return o.trace_options.speedup; }, 1e-3, 1e6),
+      cli::flag_switch<options>("--chats",
+                                "text chat workload: per group a system prompt of --system-words, conversations of --turns "
+                                "questions of --question-words, streamed from /v1/chat/completions (needs --tokenizer, --tokenizer-config)",
+                                [](auto& o) -> auto& { return o.text_chats; }),
+      cli::integer<options>("--system-words", "N", "chat workloads: words in each group's system prompt",
+                            [](auto& o) -> auto& { return o.system_words; }, 1, 1u << 20),
+      cli::integer<options>("--question-words", "N", "chat workloads: words in each question (and in a text chat's carried answers)",
+                            [](auto& o) -> auto& { return o.question_words; }, 1, 1u << 20),
       cli::flag_switch<options>("--shared-prefix", "synthetic groups sharing a system prompt (the default workload)",
                                 [](auto& o) -> auto& { return o.shared_prefix; }),
       cli::integer<options>("--groups", "N", "system prompts (shared-prefix and image workloads)",
@@ -196,9 +206,9 @@ const cli::option_table<options>& workload_options() {
                             [](auto& o) -> auto& { return o.image_chat.distinct_images; }, 1, 1u << 20),
       cli::choice<options>("--image-source", "S", "url (served by the bench on loopback) or data (data: URIs)",
                            [](auto& o) -> auto& { return o.image_source; }, {"url", "data"}),
-      cli::text<options>("--tokenizer", "PATH", "with images: the router's and mockers' tokenizer.json",
+      cli::text<options>("--tokenizer", "PATH", "chat workloads: the router's and mockers' tokenizer.json",
                          [](auto& o) -> auto& { return o.tokenizer; }, true),
-      cli::text<options>("--tokenizer-config", "PATH", "with images: their chat template (one that loops over content parts)",
+      cli::text<options>("--tokenizer-config", "PATH", "chat workloads: their chat template (images: one that loops over content parts)",
                          [](auto& o) -> auto& { return o.tokenizer_config; }, true),
       cli::text<options>("--image-token-id", "N", "with images: the template's image placeholder id (router --image-token-id)",
                          [](auto& o) -> auto& { return o.image_token_id; }, true),
@@ -297,13 +307,18 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
       return std::unexpected("--target-utilization sets the rate: it excludes --rate, --concurrency, --rate-sweep and --trace-speedup");
     if (o.command != "compare" && o.command != "simulate")
       return std::unexpected("--target-utilization needs the mockers' timing model: compare or simulate");
-    if (o.images || o.prefill > 0) return std::unexpected("--target-utilization models aggregated token-id workloads (no images, no --prefill/--decode)");
+    if (o.images || o.text_chats || o.prefill > 0)
+      return std::unexpected("--target-utilization models aggregated token-id workloads (no chats, no images, no --prefill/--decode)");
   }
   if ((o.prefill > 0) != (o.decode > 0)) return std::unexpected("--prefill and --decode go together (a pool of each)");
   if (!o.rate_sweep.empty() && (o.rate > 0 || o.concurrency > 0))
     return std::unexpected("--rate-sweep sets the rate of each run: it excludes --rate and --concurrency");
   if (o.images && (o.tokenizer.empty() || o.tokenizer_config.empty() || o.image_token_id.empty()))
     return std::unexpected("an image workload needs --tokenizer, --tokenizer-config and --image-token-id");
+  if (o.text_chats && o.images) return std::unexpected("--chats and --images-per-request are two workloads: choose one");
+  if (o.text_chats && !o.trace.empty()) return std::unexpected("--chats and --trace are two workloads: choose one");
+  if (o.text_chats && o.command != "run" && (o.tokenizer.empty() || o.tokenizer_config.empty()))
+    return std::unexpected("--chats needs --tokenizer and --tokenizer-config (router and mockers render the chats)");
   return o;
 }
 
@@ -320,6 +335,10 @@ std::string describe_workload(const options& o, std::size_t requests) {
   std::string what;
   if (o.images)
     what = fmt::format("image chats, {} image(s) each from {} distinct", o.image_chat.images_per_request, o.image_chat.distinct_images);
+  else if (o.text_chats)
+    what = fmt::format("text chats: {} groups x {} conversations x {} turns, {}-word system prompts, {}-word questions, {} output",
+                       o.synthetic.groups, o.synthetic.prompts_per_group, std::max<std::uint32_t>(o.synthetic.turns, 1),
+                       o.system_words, o.question_words, o.synthetic.output_tokens);
   else if (!o.trace.empty())
     what = fmt::format("trace {}", std::filesystem::path(o.trace).filename().string());
   else
@@ -335,8 +354,20 @@ std::string describe_workload(const options& o, std::size_t requests) {
 std::expected<std::vector<loadgen::request_spec>, std::string> build_workload(const options& o,
                                                                                const image_server* images) {
   std::vector<loadgen::request_spec> requests;
-  if (o.images) {
+  if (o.text_chats) {
+    requests = loadgen::text_chats({.groups = o.synthetic.groups,
+                                    .conversations_per_group = o.synthetic.prompts_per_group,
+                                    .system_words = o.system_words,
+                                    .question_words = o.question_words,
+                                    .answer_words = o.question_words,
+                                    .turns = o.synthetic.turns,
+                                    .output_tokens = o.synthetic.output_tokens,
+                                    .seed = o.synthetic.seed});
+    if (o.max_requests > 0 && requests.size() > o.max_requests) requests.resize(o.max_requests);
+  } else if (o.images) {
     loadgen::image_chat_options chats = o.image_chat;
+    chats.system_words = o.system_words;
+    chats.question_words = o.question_words;
     chats.groups = o.synthetic.groups;
     chats.prompts_per_group = o.synthetic.prompts_per_group;
     chats.output_tokens = o.synthetic.output_tokens;
@@ -525,7 +556,10 @@ int run(const options& o) {
   if (!requests) throw std::runtime_error(requests.error());
   std::size_t prompt_tokens = 0;
   for (const auto& r : *requests) prompt_tokens += r.prompt.size();
-  if (o.images)
+  if (o.text_chats)
+    std::cerr << fmt::format("kvrouter-bench: {} text chat requests ({} conversations x {} turns)\n", requests->size(),
+                             o.synthetic.groups * o.synthetic.prompts_per_group, std::max<std::uint32_t>(o.synthetic.turns, 1));
+  else if (o.images)
     std::cerr << fmt::format("kvrouter-bench: {} chat requests with {} image(s) each, from {} distinct images ({})\n",
                              requests->size(), o.image_chat.images_per_request, o.image_chat.distinct_images,
                              o.image_data_uris ? "data URIs" : "URLs on a loopback image server");
@@ -545,9 +579,9 @@ int run(const options& o) {
   };
   options resolved = o;  // the model the requests name, once known
   if (o.command == "simulate") {
-    if (o.concurrency > 0 || !o.rate_sweep.empty() || o.prefill > 0 || o.replicas > 1 || o.images)
+    if (o.concurrency > 0 || !o.rate_sweep.empty() || o.prefill > 0 || o.replicas > 1 || o.images || o.text_chats)
       throw std::runtime_error("simulate replays an open-loop token-id workload on one aggregated router (no --concurrency, "
-                               "--rate-sweep, --prefill/--decode, --replicas or images)");
+                               "--rate-sweep, --prefill/--decode, --replicas, chats or images)");
     simulate_settings sim{.policies = o.policies, .engines = o.mockers, .mocker_flags = o.mocker_flags,
                           .router_flags = o.router_flags, .kv_event_delay_ms = o.kv_event_delay_ms,
                           .request_latency_ms = o.request_latency_ms};
@@ -569,7 +603,7 @@ int run(const options& o) {
   } else {
     if (resolved.model.empty()) resolved.model = "mock-model";
     std::vector<std::string> mocker_flags = o.mocker_flags;
-    if (!sets_flag(mocker_flags, "--num-blocks") && !o.images) {
+    if (!sets_flag(mocker_flags, "--num-blocks") && !o.images && !o.text_chats) {
       const std::uint32_t blocks = default_mocker_blocks(*requests, o.mockers, 16);
       mocker_flags.insert(mocker_flags.end(), {"--num-blocks", std::to_string(blocks)});
       std::cerr << fmt::format("kvrouter-bench: {} mockers x {} KV blocks each; the prompts span {} distinct blocks "
@@ -595,11 +629,13 @@ int run(const options& o) {
           settings.mockers = o.mockers;
           settings.mocker_flags = mocker_flags;
           settings.router_flags = o.router_flags;
-          if (o.images) {
+          if (o.images || o.text_chats) {
             for (const std::string& flag : {std::string("--tokenizer"), o.tokenizer, std::string("--tokenizer-config"), o.tokenizer_config}) {
               settings.router_flags.push_back(flag);
               settings.mocker_flags.push_back(flag);
             }
+          }
+          if (o.images) {
             settings.router_flags.insert(settings.router_flags.end(), {"--image-token-id", o.image_token_id, "--media-allow-private"});
             settings.mocker_flags.insert(settings.mocker_flags.end(), {"--image-token-id", o.image_token_id});
           }

@@ -235,14 +235,46 @@ std::vector<std::uint8_t> workload_png(std::size_t k) {
   return png;
 }
 
+namespace {
+
+/// `count` words drawn from 5000 ("w17 w4242 ..."), the same for the same key.
+std::string words(std::uint64_t key, std::uint32_t count) {
+  std::uint64_t state = key;
+  std::string text;
+  for (std::uint32_t i = 0; i < count; ++i) text += (i ? " w" : "w") + std::to_string(splitmix64(state) % 5000);
+  return text;
+}
+
+}  // namespace
+
+std::vector<request_spec> text_chats(const text_chat_options& o) {
+  std::vector<nlohmann::json> conversations;
+  for (std::uint32_t g = 0; g < o.groups; ++g) {
+    const std::string system = words(o.seed * 31 + g, o.system_words);
+    for (std::uint32_t c = 0; c < o.conversations_per_group; ++c)
+      conversations.push_back(nlohmann::json::array({{{"role", "system"}, {"content", system}}}));
+  }
+  std::mt19937_64 random(o.seed);
+  std::vector<request_spec> out;
+  for (std::uint32_t turn = 0; turn < std::max<std::uint32_t>(o.turns, 1); ++turn) {
+    std::vector<std::size_t> order(conversations.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), random);
+    for (std::size_t c : order) {
+      nlohmann::json& messages = conversations[c];
+      if (turn > 0) messages.push_back({{"role", "assistant"}, {"content", words((o.seed << 32) ^ (c * 131 + turn) ^ 0xa5a5, o.answer_words)}});
+      messages.push_back({{"role", "user"}, {"content", words((o.seed << 40) ^ (c * 1009 + turn), o.question_words)}});
+      request_spec r;
+      r.messages_json = messages.dump();
+      r.max_tokens = o.output_tokens;
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
 std::vector<request_spec> image_chats(const image_chat_options& o, const std::function<std::string(std::size_t)>& image_ref) {
   std::mt19937_64 random(o.seed);
-  auto words = [&](std::uint64_t key, std::uint32_t count) {
-    std::uint64_t state = key;
-    std::string text;
-    for (std::uint32_t i = 0; i < count; ++i) text += (i ? " w" : "w") + std::to_string(splitmix64(state) % 5000);
-    return text;
-  };
   std::vector<request_spec> out;
   for (std::uint32_t g = 0; g < o.groups; ++g) {
     const std::string system = words(o.seed * 31 + g, o.system_words);

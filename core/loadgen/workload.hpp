@@ -95,6 +95,25 @@ struct image_chat_options {
 [[nodiscard]] std::vector<request_spec> image_chats(const image_chat_options& options,
                                                     const std::function<std::string(std::size_t)>& image_ref);
 
+/// Multi-turn text conversations: per group a system prompt of words, each conversation a user
+/// question per turn, a later turn carrying the earlier answers (synthetic words, as the token-id
+/// `turns` carry synthetic answers: the shared prefix, not the engine's words, is what routing
+/// sees) and a new question. Sent to /v1/chat/completions, so router and engines render them
+/// through the chat template and tokenizer as real clients' chats are. Turn by turn, the
+/// conversations shuffled within a turn (seeded).
+struct text_chat_options {
+  std::uint32_t groups = 8;
+  std::uint32_t conversations_per_group = 16;
+  std::uint32_t system_words = 300;
+  std::uint32_t question_words = 20;
+  std::uint32_t answer_words = 16;
+  std::uint32_t turns = 2;
+  std::uint32_t output_tokens = 16;
+  std::uint64_t seed = 42;
+};
+
+[[nodiscard]] std::vector<request_spec> text_chats(const text_chat_options& options);
+
 /// Image k of an image workload: a valid one-colour PNG, 112 to 224 pixels a side.
 [[nodiscard]] std::vector<std::uint8_t> workload_png(std::size_t k);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """kvrouter-bench compare, run as a user runs it: kv routing beats round-robin on a shared-prefix
 workload whose prefixes exceed any one worker's cache, and the outputs (table, JSON, CSV, PNG)
-carry what they promise.
+carry what they promise; the image and text chat workloads run through real templates and
+tokenizers in router and mockers.
 
 A small, quick version of the documented benchmark (docs/benchmarks.md has the full one).
 
@@ -63,6 +64,29 @@ def main():
     f.check(mm and mm["kv"]["dims_cache_hit_rate"] == 0.75 and mm["load-aware"]["dims_cache_hit_rate"] is None,
             f"kv fetched each of the 8 images once (cache hit rate 24/32) and load-aware looked up none "
             f"({mm and mm['kv']['dims_cache_hit_rate']}, {mm and mm['load-aware']['dims_cache_hit_rate']})")
+
+    # Text chats: conversations of words rendered through Qwen3's chat template and tokenizer by
+    # router and mockers; 6 system prompts of ~900 tokens against 3 mockers of 160 blocks.
+    chats_json = os.path.join(out, "chats.json")
+    qwen3 = os.path.join(repo, ".cache", "tokenizers", "qwen3")
+    run = subprocess.run([bench, "compare", "--policies", "kv,round-robin", "--mockers", "3",
+                          "--mocker-flag=--num-blocks", "--mocker-flag=160", "--mocker-flag=--speedup", "--mocker-flag=10",
+                          "--chats", "--groups", "6", "--prompts-per-group", "4", "--turns", "2", "--system-words", "300",
+                          "--question-words", "20", "--output-tokens", "4", "--rate", "20", "--no-progress", "--out", chats_json,
+                          "--tokenizer", os.path.join(qwen3, "tokenizer.json"),
+                          "--tokenizer-config", os.path.join(qwen3, "tokenizer_config.json")],
+                         capture_output=True, text=True, timeout=240)
+    chats = {r["policy"]: r for r in json.load(open(chats_json))} if run.returncode == 0 else {}
+    f.check(bool(chats) and chats["kv"]["requests"] == 48 and chats["kv"]["errors"] == 0 and chats["round-robin"]["errors"] == 0,
+            f"the text chat workload runs without errors ({run.stderr.strip()[-200:]})")
+    f.check(bool(chats) and chats["kv"]["hit_rate"] > chats["round-robin"]["hit_rate"] + 0.2,
+            f"kv keeps each group's rendered system prompt together ({chats and chats['kv']['hit_rate']:.2f} vs "
+            f"{chats and chats['round-robin']['hit_rate']:.2f})")
+    f.check(bool(chats) and chats["kv"]["workload"].startswith("text chats: 6 groups x 4 conversations x 2 turns"),
+            f"the JSON names the workload ({chats and chats['kv']['workload']})")
+    no_template = subprocess.run([bench, "compare", "--chats", "--no-progress"], capture_output=True, text=True, timeout=60)
+    f.check(no_template.returncode != 0 and "--chats needs --tokenizer and --tokenizer-config" in no_template.stderr,
+            "text chats without a tokenizer are refused")
 
     f.check(all(r["workload"].startswith("shared-prefix: 8 groups x 12 prompts") for r in reports.values()),
             f"the JSON names the workload ({reports['kv'].get('workload')})")

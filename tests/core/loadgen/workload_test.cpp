@@ -1,9 +1,12 @@
 #include "core/loadgen/workload.hpp"
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/loadgen/stats.hpp"
 
@@ -94,6 +97,43 @@ TEST(working_set, counts_each_shared_prefix_block_once) {
   const auto requests = shared_prefix(options);
   EXPECT_EQ(distinct_prompt_blocks(requests, 16), 3u * 4 + 3u * 4 * 2);
   EXPECT_EQ(distinct_prompt_blocks({}, 16), 0u);
+}
+
+}  // namespace
+}  // namespace kvr::loadgen
+
+namespace kvr::loadgen {
+namespace {
+
+TEST(text_chats, a_later_turn_extends_its_conversation_and_groups_share_their_system_prompt) {
+  const auto requests = text_chats({.groups = 2, .conversations_per_group = 3, .system_words = 5, .question_words = 4,
+                                    .answer_words = 3, .turns = 2, .output_tokens = 7, .seed = 9});
+  ASSERT_EQ(requests.size(), 12u) << "2 groups x 3 conversations x 2 turns";
+  std::vector<nlohmann::json> first, second;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_TRUE(requests[i].prompt.empty());
+    EXPECT_EQ(requests[i].max_tokens, 7u);
+    (i < 6 ? first : second).push_back(nlohmann::json::parse(requests[i].messages_json));
+  }
+  std::set<std::string> systems;
+  for (const auto& m : first) {
+    ASSERT_EQ(m.size(), 2u) << "system, question";
+    EXPECT_EQ(m[0]["role"], "system");
+    EXPECT_EQ(m[1]["role"], "user");
+    systems.insert(m[0]["content"].get<std::string>());
+  }
+  EXPECT_EQ(systems.size(), 2u) << "one system prompt per group";
+  for (const auto& m : second) {
+    ASSERT_EQ(m.size(), 4u) << "system, question, answer, question";
+    EXPECT_EQ(m[2]["role"], "assistant");
+    const std::string answer = m[2]["content"].get<std::string>();
+    EXPECT_EQ(std::count(answer.begin(), answer.end(), ' '), 2) << "an answer of 3 words";
+    const auto earlier = std::find_if(first.begin(), first.end(), [&](const nlohmann::json& f) { return f[1] == m[1]; });
+    ASSERT_NE(earlier, first.end()) << "the second turn carries its own conversation's first question";
+    EXPECT_EQ((*earlier)[0], m[0]);
+  }
+  EXPECT_EQ(text_chats({.turns = 1, .seed = 9}).front().messages_json, text_chats({.turns = 1, .seed = 9}).front().messages_json)
+      << "seeded";
 }
 
 }  // namespace
