@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -99,15 +100,29 @@ nlohmann::json engine_loop::dump() const {
 }
 
 void engine_loop::run() {
+  using clock = std::chrono::steady_clock;
   std::unique_lock lock(mutex_);
+  std::optional<clock::time_point> previous_end;  ///< when the last step's tokens came out, while busy
   while (true) {
-    wake_.wait(lock, [this] { return stop_ || !engine_.idle(); });
+    if (!stop_ && engine_.idle()) {
+      wake_.wait(lock, [this] { return stop_ || !engine_.idle(); });
+      previous_end.reset();  // idle in between: the next step starts now
+    }
     if (stop_) return;
+    // A step runs from the previous one's end (or now, after idling): the scheduler's own work
+    // (handing out the last step's tokens, cache lookups, hashing a long prompt) is part of the
+    // step's modelled time, not added to it, so a loaded mocker keeps to its timing model.
+    const clock::time_point started = previous_end.value_or(clock::now());
     step_result step = engine_.step();
     const std::uint64_t epoch = restarts_;
     lock.unlock();
     // The step's compute time passes before its tokens exist.
-    std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(step.duration_us));
+    const clock::time_point ends = started + std::chrono::duration_cast<clock::duration>(
+                                                 std::chrono::duration<double, std::micro>(step.duration_us));
+    std::this_thread::sleep_until(ends);
+    // A late wake-up (a loaded machine) is made up by the next step, up to a millisecond: beyond,
+    // the mocker is behind its model and the next step starts when it can.
+    previous_end = std::max(ends, clock::now() - std::chrono::milliseconds(1));
     lock.lock();
     if (restarts_ != epoch) continue;  // restarted meanwhile: this step's cache changes are gone
     if (publisher_) publisher_->publish(std::move(step.events), wall_seconds());

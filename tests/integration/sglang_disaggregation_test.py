@@ -183,8 +183,12 @@ try:
             "a timed-out or abandoned prefill leg does not mark its worker failed")
 
     mockers["p1"].stop()
-    statuses = [router.request("POST", "/v1/chat/completions", chat_body("sg", f"after p1 left {i} " * 5))[0] for i in range(6)]
-    f.check(statuses == [200] * 6, f"with a prefill worker gone, its requests are retried on a new pair ({statuses})")
+    answers = [router.request("POST", "/v1/chat/completions", chat_body("sg", f"after p1 left {i} " * 5)) for i in range(6)]
+    statuses = [a[0] for a in answers]
+    failed = [(a[0], a[1].get("x-kvrouter-worker"), a[2][:200]) for a in answers if a[0] != 200]
+    f.check(statuses == [200] * 6, f"with a prefill worker gone, its requests are retried on a new pair ({statuses}; {failed})")
+    if failed:
+        print("router log, last lines:\n" + "\n".join(router.full_log().splitlines()[-40:]))
     f.check(wait_for(lambda: not busy_workers(router, set_names), 3), "and their bookings are released too")
     f.check(router.stop() == 0, "kvrouter stops cleanly")
 finally:
