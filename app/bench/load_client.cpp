@@ -187,7 +187,6 @@ class runner {
   }
 
  private:
-
   void on_progress(beast::error_code ec) {
     if (ec) return;
     if (show_progress()) {
@@ -256,6 +255,8 @@ void exchange::read() {
   });
 }
 
+/// The request's TTFT and latency then count from its second sending: the first one went out on
+/// a connection that was already gone.
 bool exchange::resend_on_new_connection() {
   request_result& r = owner_.result(index_);
   if (!reused_ || r.resent) return false;
