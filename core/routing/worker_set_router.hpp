@@ -30,8 +30,8 @@
 #include "core/replica/remote_bookings.hpp"
 #include "core/routing/active_sequences.hpp"
 #include "core/routing/admission_queue.hpp"
-#include "core/routing/lifecycle.hpp"
 #include "core/routing/cache_capacity.hpp"
+#include "core/routing/lifecycle.hpp"
 #include "core/routing/prefix_index.hpp"
 #include "core/routing/selector/selector.hpp"
 #include "core/routing/session_affinity.hpp"
@@ -190,6 +190,9 @@ class worker_set_router {
   /// The selector's pick among `healthy_` under `config`, the loads being `loads`.
   [[nodiscard]] std::optional<selection> pick(const route_query& query, const router_config& config,
                                               std::span<const worker_load> loads);
+  /// Per worker: the blocks the index has it hold, and its events' removals (sums over its publishers).
+  [[nodiscard]] std::uint64_t resident_blocks(std::uint32_t worker) const;
+  [[nodiscard]] std::uint64_t removed_events(std::uint32_t worker) const;
   /// `prompt_blocks`: the prompt's hashed (full) blocks, those an engine would cache.
   void fill_dry_run(route_decision& decision, time_point now, std::uint64_t prompt_blocks);
   /// Books the chosen worker(s) and records what routing learned from the decision.
@@ -222,9 +225,6 @@ class worker_set_router {
   router_config decode_config_;  ///< the set's config with the decode pool's overlap credit
   std::vector<worker_candidate> candidates_;
   cache_capacity capacity_;  ///< per worker: how many blocks its cache holds
-  /// Per worker: the blocks the index has it hold, and its events' removals (sums over its publishers).
-  [[nodiscard]] std::uint64_t resident_blocks(std::uint32_t worker) const;
-  [[nodiscard]] std::uint64_t removed_events(std::uint32_t worker) const;
   /// Per worker, its publishers (a data-parallel worker's ranks).
   std::vector<std::vector<std::uint32_t>> publishers_of_;
 };
