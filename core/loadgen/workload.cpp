@@ -1,6 +1,7 @@
 #include "core/loadgen/workload.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <random>
 #include <unordered_set>
@@ -151,6 +152,23 @@ std::expected<cache_bounds, std::string> trace_cache_bounds(std::string_view jso
   return out;
 }
 
+namespace {
+
+/// Visits `conversations` turn by turn, each turn's conversations in a seeded shuffled order
+/// (so a conversation's turns stay in order while turns of different ones interleave).
+void for_each_turn(std::size_t conversations, std::uint32_t turns, std::uint64_t seed,
+                   const std::function<void(std::uint32_t turn, std::size_t conversation)>& visit) {
+  std::mt19937_64 random(seed);
+  std::vector<std::size_t> order(conversations);
+  for (std::uint32_t turn = 0; turn < std::max<std::uint32_t>(turns, 1); ++turn) {
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), random);
+    for (std::size_t c : order) visit(turn, c);
+  }
+}
+
+}  // namespace
+
 std::vector<request_spec> shared_prefix(const shared_prefix_options& o) {
   struct conversation {
     std::vector<std::uint32_t> history;
@@ -159,19 +177,13 @@ std::vector<request_spec> shared_prefix(const shared_prefix_options& o) {
   for (std::uint32_t g = 0; g < o.groups; ++g)
     for (std::uint32_t p = 0; p < o.prompts_per_group; ++p)
       append_block_tokens(conversations[g * o.prompts_per_group + p].history, o.seed * 7919 + g, o.system_tokens);
-  std::mt19937_64 random(o.seed);
   std::vector<request_spec> out;
-  for (std::uint32_t turn = 0; turn < std::max<std::uint32_t>(o.turns, 1); ++turn) {
-    std::vector<std::size_t> order(conversations.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::shuffle(order.begin(), order.end(), random);
-    for (std::size_t c : order) {
-      conversation& conv = conversations[c];
-      if (turn > 0) append_block_tokens(conv.history, (o.seed << 32) ^ (c * 131 + turn) ^ 0xa5a5, o.output_tokens);  // the answer
-      append_block_tokens(conv.history, (o.seed << 40) ^ (c * 1009 + turn), o.question_tokens);
-      out.push_back({.arrival_s = 0.0, .prompt = conv.history, .max_tokens = o.output_tokens});
-    }
-  }
+  for_each_turn(conversations.size(), o.turns, o.seed, [&](std::uint32_t turn, std::size_t c) {
+    conversation& conv = conversations[c];
+    if (turn > 0) append_block_tokens(conv.history, (o.seed << 32) ^ (c * 131 + turn) ^ 0xa5a5, o.output_tokens);  // the answer
+    append_block_tokens(conv.history, (o.seed << 40) ^ (c * 1009 + turn), o.question_tokens);
+    out.push_back({.arrival_s = 0.0, .prompt = conv.history, .max_tokens = o.output_tokens});
+  });
   return out;
 }
 
@@ -254,22 +266,16 @@ std::vector<request_spec> text_chats(const text_chat_options& o) {
     for (std::uint32_t c = 0; c < o.conversations_per_group; ++c)
       conversations.push_back(nlohmann::json::array({{{"role", "system"}, {"content", system}}}));
   }
-  std::mt19937_64 random(o.seed);
   std::vector<request_spec> out;
-  for (std::uint32_t turn = 0; turn < std::max<std::uint32_t>(o.turns, 1); ++turn) {
-    std::vector<std::size_t> order(conversations.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::shuffle(order.begin(), order.end(), random);
-    for (std::size_t c : order) {
-      nlohmann::json& messages = conversations[c];
-      if (turn > 0) messages.push_back({{"role", "assistant"}, {"content", words((o.seed << 32) ^ (c * 131 + turn) ^ 0xa5a5, o.answer_words)}});
-      messages.push_back({{"role", "user"}, {"content", words((o.seed << 40) ^ (c * 1009 + turn), o.question_words)}});
-      request_spec r;
-      r.messages_json = messages.dump();
-      r.max_tokens = o.output_tokens;
-      out.push_back(std::move(r));
-    }
-  }
+  for_each_turn(conversations.size(), o.turns, o.seed, [&](std::uint32_t turn, std::size_t c) {
+    nlohmann::json& messages = conversations[c];
+    if (turn > 0) messages.push_back({{"role", "assistant"}, {"content", words((o.seed << 32) ^ (c * 131 + turn) ^ 0xa5a5, o.answer_words)}});
+    messages.push_back({{"role", "user"}, {"content", words((o.seed << 40) ^ (c * 1009 + turn), o.question_words)}});
+    request_spec r;
+    r.messages_json = messages.dump();
+    r.max_tokens = o.output_tokens;
+    out.push_back(std::move(r));
+  });
   return out;
 }
 

@@ -141,12 +141,8 @@ void worker_set_router::mark_routable(pool from, time_point now) {
 std::optional<selection> worker_set_router::pick(const route_query& query, const router_config& config,
                                                  std::span<const worker_load> loads) {
   collect_candidates(worker_overlaps_, loads, healthy_, query.excluded_workers, candidates_, active_overlaps_);
-  if (config.eviction_weight > 0 && uses_prefix_overlap(config)) {
-    const std::uint64_t prompt_blocks = query.sequence_hashes.size();
-    for (worker_candidate& c : candidates_)
-      c.evicted_blocks = capacity_.evicted_by(c.worker, resident_blocks(c.worker),
-                                              prompt_blocks - std::min<std::uint64_t>(c.overlap_blocks, prompt_blocks));
-  }
+  if (config.eviction_weight > 0 && uses_prefix_overlap(config))
+    for (worker_candidate& c : candidates_) c.evicted_blocks = evicted_blocks(c.worker, c.overlap_blocks, query.sequence_hashes.size());
   return select_worker(candidates_, config, {query.prompt_tokens, round_robin_ticket_}, rng_);
 }
 
@@ -225,7 +221,7 @@ void worker_set_router::fill_dry_run(route_decision& decision, time_point now, s
          .remote_decode_blocks = remote.decode_blocks,
          .cached_blocks = resident,
          .cache_capacity_blocks = capacity_.capacity(w),
-         .evicted_blocks = capacity_.evicted_by(w, resident, prompt_blocks - std::min<std::uint64_t>(worker_overlaps_[w], prompt_blocks)),
+         .evicted_blocks = evicted_blocks(w, worker_overlaps_[w], prompt_blocks),
          .cost = candidate == candidates_.end() ? std::nullopt : comparable_cost(*candidate, settings_.config, decision.prompt_tokens),
          .healthy = healthy(w, now),
          .busy = w < busy_.size() && busy_[w] != 0});
@@ -358,6 +354,10 @@ void worker_set_router::on_kv_batch(std::uint32_t publisher, bool clear_first, c
   apply_batch(*index_, publisher, batch, events_[publisher]);
   if (const std::uint32_t w = settings_.publisher_worker[publisher]; w < workers())
     capacity_.observe(w, resident_blocks(w), removed_events(w));
+}
+
+std::uint64_t worker_set_router::evicted_blocks(std::uint32_t worker, std::uint32_t overlap, std::uint64_t prompt_blocks) const {
+  return capacity_.evicted_by(worker, resident_blocks(worker), prompt_blocks - std::min<std::uint64_t>(overlap, prompt_blocks));
 }
 
 std::uint64_t worker_set_router::resident_blocks(std::uint32_t worker) const {

@@ -193,6 +193,9 @@ class worker_set_router {
   /// Per worker: the blocks the index has it hold, and its events' removals (sums over its publishers).
   [[nodiscard]] std::uint64_t resident_blocks(std::uint32_t worker) const;
   [[nodiscard]] std::uint64_t removed_events(std::uint32_t worker) const;
+  /// Of a prompt of `prompt_blocks` full blocks, `overlap` of them cached on `worker`: how many
+  /// cached blocks its new ones would evict there.
+  [[nodiscard]] std::uint64_t evicted_blocks(std::uint32_t worker, std::uint32_t overlap, std::uint64_t prompt_blocks) const;
   /// `prompt_blocks`: the prompt's hashed (full) blocks, those an engine would cache.
   void fill_dry_run(route_decision& decision, time_point now, std::uint64_t prompt_blocks);
   /// Books the chosen worker(s) and records what routing learned from the decision.
