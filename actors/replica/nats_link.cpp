@@ -50,6 +50,14 @@ struct nats_event_loop {
   }
   static void connected(natsConnection*, void* self) { static_cast<nats_link*>(self)->set_connected(true); }
   static void disconnected(natsConnection*, void* self) { static_cast<nats_link*>(self)->set_connected(false); }
+  /// The last callback libnats makes for a connection (they come in order on its one callback
+  /// thread): once it ran, none will touch the link again.
+  static void closed(natsConnection*, void* self) {
+    auto* link = static_cast<nats_link*>(self);
+    std::lock_guard lock(link->closed_mutex_);
+    link->closed_ = true;
+    link->closed_signal_.notify_all();
+  }
 };
 
 nats_link::nats_link(nats_link_settings settings, std::string subscription, on_message message, on_state state)
@@ -89,6 +97,7 @@ nats_link::nats_link(nats_link_settings settings, std::string subscription, on_m
     check(natsOptions_SetMaxPingsOut(options_, 2), "pings out");
     check(natsOptions_SetDisconnectedCB(options_, &nats_event_loop::disconnected, this), "disconnected callback");
     check(natsOptions_SetReconnectedCB(options_, &nats_event_loop::connected, this), "reconnected callback");
+    check(natsOptions_SetClosedCB(options_, &nats_event_loop::closed, this), "closed callback");
     check(natsOptions_SetRetryOnFailedConnect(options_, true, &nats_event_loop::connected, this), "retry");
     const natsStatus connected = natsConnection_Connect(&connection_, options_);
     if (connected != NATS_OK && connected != NATS_NOT_YET_CONNECTED) check(connected, "connect");
@@ -119,7 +128,12 @@ void nats_link::release() {
     natsSubscription_Destroy(sub);
   }
   if (connection_ != nullptr) {
+    closing_.store(true);  // the disconnection Close makes is not news for the owner
     natsConnection_Close(connection_);
+    // Its callbacks run on libnats' own thread, later: wait for the last before going away.
+    std::unique_lock lock(closed_mutex_);
+    closed_signal_.wait_for(lock, std::chrono::seconds(5), [&] { return closed_; });
+    lock.unlock();
     natsConnection_Destroy(connection_);
     connection_ = nullptr;
   }
@@ -259,7 +273,7 @@ void nats_link::free_retired() {
 }
 
 void nats_link::set_connected(bool up) {
-  if (connected_.exchange(up) != up && state_) state_(up);
+  if (connected_.exchange(up) != up && state_ && !closing_.load()) state_(up);
 }
 
 }  // namespace kvr

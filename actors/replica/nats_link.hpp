@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -85,6 +86,10 @@ class nats_link {
   std::atomic<__natsConnection*> attached_{nullptr};  ///< what the loop reads and writes for
   std::atomic<bool> connected_{false};
   std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<bool> closing_{false};
+  std::mutex closed_mutex_;
+  std::condition_variable closed_signal_;
+  bool closed_ = false;  ///< libnats made its last callback for the connection
 
   int epoll_ = -1;
   int wake_ = -1;  ///< an eventfd: tells the thread to stop
