@@ -2,7 +2,6 @@
 
 #include <pthread.h>
 
-#include <algorithm>
 #include <random>
 
 #include "core/replica/peer_subjects.hpp"
@@ -67,7 +66,7 @@ void peer_publisher::share(const std::string& name, const caf::actor_addr& score
     }
     if (events.empty()) return;
     if (set->events.empty()) {
-      set->due = std::max(clock_type::now(), set->last_sent + settings_.batch_delay);
+      set->first_pending = clock_type::now();
       wake = true;  // the thread learns when this batch is due
     }
     wake |= set->events.size() + events.size() >= settings_.batch_events && set->events.size() < settings_.batch_events;
@@ -91,9 +90,9 @@ void peer_publisher::share_snapshot(const std::string& name, const caf::actor_ad
 void peer_publisher::take_due(std::vector<outgoing>& out) {
   const auto now = clock_type::now();
   for (auto& [token, set] : sets_) {
-    const bool due = set.snapshot || set.events.size() >= settings_.batch_events || (!set.events.empty() && now >= set.due);
+    const bool due = set.snapshot || set.events.size() >= settings_.batch_events ||
+                     (!set.events.empty() && now - set.first_pending >= settings_.batch_delay);
     if (!due) continue;
-    if (!set.events.empty()) set.last_sent = now;
     auto origin = [&] {
       return peer_origin{.replica = settings_.replica_id, .incarnation = set.incarnation, .sequence = ++set.sequence,
                          .sent_unix_ns = unix_ns()};
@@ -136,7 +135,8 @@ void peer_publisher::loop() {
     bool now_due = false;
     for (const auto& [token, set] : sets_) {
       now_due |= set.snapshot.has_value() || set.events.size() >= settings_.batch_events;
-      if (!set.events.empty() && (!next || set.due < *next)) next = set.due;
+      if (!set.events.empty() && (!next || set.first_pending + settings_.batch_delay < *next))
+        next = set.first_pending + settings_.batch_delay;
     }
     if (!now_due) {
       if (next) wake_.wait_until(lock, *next);

@@ -1,8 +1,7 @@
 #pragma once
 /// The sending half of replica sync: scorers hand it their sets' booking steps and snapshots,
-/// and its own thread batches each set's steps (at most one message per `batch_delay`, at most
-/// `batch_events` steps each), numbers them, encodes them and publishes them. A step after a
-/// quiet `batch_delay` goes at once; the steps that follow it wait for the next slot. Scorers never
+/// and its own thread batches each set's steps (one message per `batch_delay`, at most
+/// `batch_events` steps each), numbers them, encodes them and publishes them. Scorers never
 /// wait and set no timers: a hand-over is a push under a mutex. A set's snapshot goes after the
 /// steps handed over before it, in parts of at most `snapshot_part_bookings`.
 
@@ -70,10 +69,7 @@ class peer_publisher {
     std::vector<peer_event> events;
     std::optional<std::vector<peer_snapshot_entry>> snapshot;
     std::size_t snapshot_after = 0;  ///< of `events`, the ones shared before the snapshot was taken
-    /// When the pending steps go: at once after a quiet `batch_delay`, else `batch_delay` after
-    /// the set's last message (so never later than `batch_delay` after the first of them).
-    std::chrono::steady_clock::time_point due{};
-    std::chrono::steady_clock::time_point last_sent{};
+    std::chrono::steady_clock::time_point first_pending{};
   };
   /// A message ready to encode, numbered.
   struct outgoing {
