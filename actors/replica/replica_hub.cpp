@@ -159,12 +159,15 @@ void replica_hub::write_metrics(std::string& out) const {
   out += fmt::format("kvrouter_replica_bytes_total{{direction=\"sent\"}} {}\n", publisher_->counters().sent_bytes.load());
   out += fmt::format("kvrouter_replica_bytes_total{{direction=\"received\"}} {}\n", counters_.received_bytes.load());
   family("kvrouter_replica_messages_dropped_total",
-         "Peer messages dropped, by reason (queue_full counts booking steps a set's full backlog dropped).", "counter");
+         "Peer messages dropped, by reason (queue_full counts booking steps a set's full backlog dropped; slow_consumer "
+         "messages the NATS client dropped because this replica fell 65536 behind).",
+         "counter");
   for (const auto& [reason, count] :
        {std::pair{"malformed", &counters_.malformed}, std::pair{"unknown_set", &counters_.unknown_set},
         std::pair{"echo", &counters_.echo}, std::pair{"not_connected", &publisher_->counters().not_connected},
         std::pair{"queue_full", &publisher_->counters().queue_full}})
     out += fmt::format("kvrouter_replica_messages_dropped_total{{reason=\"{}\"}} {}\n", reason, count->load());
+  out += fmt::format("kvrouter_replica_messages_dropped_total{{reason=\"slow_consumer\"}} {}\n", link_->dropped());
   family("kvrouter_replica_sync_lag_seconds", "From a peer's publish to its message's arrival here (both clocks' wall time).",
          "histogram");
   std::lock_guard lock(lag_mutex_);
@@ -196,7 +199,8 @@ nlohmann::json replica_hub::status() const {
             {"unknown_set", counters_.unknown_set.load()},
             {"echo", counters_.echo.load()},
             {"not_connected", publisher_->counters().not_connected.load()},
-            {"queue_full", publisher_->counters().queue_full.load()}}},
+            {"queue_full", publisher_->counters().queue_full.load()},
+            {"slow_consumer", link_->dropped()}}},
           {"disconnects", counters_.disconnects.load()},
           {"reconnects", counters_.reconnects.load()},
           {"sync_lag_ms", {{"p50", quantile(lags, 0.5)}, {"p99", quantile(lags, 0.99)}, {"samples", lags.size()}}}};
