@@ -67,6 +67,33 @@ TEST(peer_publisher, batches_a_sets_steps_into_one_message_numbered_from_one) {
   EXPECT_EQ(message.events[2].request_id, 3u);
 }
 
+TEST(peer_publisher, steps_that_keep_coming_go_in_slots_of_one_batch_delay_each_step_once_and_in_order) {
+  capture out;
+  peer_publisher publisher({.replica_id = "r1", .batch_delay = 50ms}, out.sink());
+  publisher.attach("s", scorer);
+  const auto start = std::chrono::steady_clock::now();
+  for (std::uint64_t id = 1; id <= 50; ++id) {  // a step every 10 ms for half a second
+    publisher.share("s", scorer, {booked(id)});
+    std::this_thread::sleep_until(start + id * 10ms);
+  }
+  const auto shared_for = std::chrono::steady_clock::now() - start;
+  std::this_thread::sleep_for(150ms);
+  std::lock_guard lock(out.mutex);
+  std::vector<std::uint64_t> ids;
+  std::uint64_t sequence = 0;
+  for (const auto& [subject, message] : out.messages) {
+    const auto& bookings = std::get<peer_bookings_message>(message);
+    EXPECT_EQ(bookings.origin.sequence, ++sequence);
+    for (const peer_event& event : bookings.events) ids.push_back(event.request_id);
+  }
+  ASSERT_EQ(ids.size(), 50u);
+  for (std::uint64_t i = 0; i < 50; ++i) EXPECT_EQ(ids[i], i + 1);
+  // One message per slot at most (plus the first, and one more for a late thread), not one per step.
+  const auto slots = static_cast<std::size_t>(shared_for / 50ms) + 2;
+  EXPECT_LE(out.messages.size(), slots);
+  EXPECT_GE(out.messages.size(), 5u);
+}
+
 TEST(peer_publisher, a_full_batch_goes_at_once_and_is_split_at_the_batch_size) {
   capture out;
   peer_publisher publisher({.replica_id = "r1", .batch_delay = 10s, .batch_events = 4}, out.sink());
