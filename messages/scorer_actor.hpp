@@ -29,8 +29,10 @@ using scorer_actor = caf::typed_actor<
     caf::reacts_to<router_config_ptr>,
     /// Periodic housekeeping (expiry, the published snapshot).
     caf::reacts_to<tick_atom>,
-    /// Another replica's booking steps or snapshot part (replica sync).
-    caf::reacts_to<peer_message_ptr>,
+    /// Other replicas' booking steps or snapshot parts wait in the set's peer inbox (replica
+    /// sync): take them now (the hub sends this only when they should not wait for the next
+    /// decision; actors/replica/peer_inbox).
+    caf::reacts_to<peer_inbox_atom>,
     /// NATS is back: publish a snapshot of this replica's bookings now.
     caf::reacts_to<replica_resync_atom>,
     /// Drop the peers that fell silent, publish a status left stale (every 250 ms, with replicas).

@@ -21,7 +21,7 @@ struct routing_table;  ///< actors/http/routing_table.hpp
 using etcd_cards = std::map<std::string, std::string>;
 /// A running set's new cost-function weights (a reload that retunes it in place).
 using router_config_ptr = std::shared_ptr<const router_config>;
-/// A decoded message of another router replica (actors/replica/replica_hub).
+/// A decoded message of another router replica (actors/replica/replica_hub, peer_inbox).
 using peer_message_ptr = std::shared_ptr<const peer_message>;
 }  // namespace kvr
 
@@ -54,7 +54,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(kvr, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(kvr, (kvr::router_config_ptr))
 
   // -- replicas: replica hub <-> scorer
-  CAF_ADD_TYPE_ID(kvr, (kvr::peer_message_ptr))
+  CAF_ADD_ATOM(kvr, kvr, peer_inbox_atom, "peerinbox")
   CAF_ADD_ATOM(kvr, kvr, replica_resync_atom, "rresync")
   CAF_ADD_ATOM(kvr, kvr, peer_check_atom, "peercheck")
 
@@ -73,4 +73,3 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::router_file>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::etcd_cards>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<const kvr::routing_table>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::router_config_ptr)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvr::peer_message_ptr)

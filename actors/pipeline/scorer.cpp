@@ -22,6 +22,7 @@ struct scorer_state {
   std::optional<time_point> check_at;  ///< when the pending queue_check_atom fires
   // Replica sync (replicas null: none).
   std::shared_ptr<replica_hub> replicas;
+  std::shared_ptr<peer_inbox> inbox;  ///< the peers' messages for this set, left by the hub
   std::string set_name;
   clock_type::time_point published_at{};  ///< of the last status publish_soon() made
   bool status_stale = false;              ///< a change publish_soon() left for the peer check
@@ -32,12 +33,22 @@ struct scorer_state {
     snapshot->store(std::move(status));
   }
 
-  /// After every change to the queue: ingress reads its depth live.
+  /// After every change to the queue: ingress reads its depth live, and while requests wait
+  /// every peer message wakes the scorer (a peer's finish may free a worker for them).
   void publish_depth() {
     for (std::size_t c = 0; c < priority_classes; ++c) {
       const auto priority = static_cast<request_priority>(c);
       snapshot->store_queue_depth(priority, queue->size(priority));
     }
+    if (inbox) inbox->set_queue_waiting(!queue->empty());
+  }
+
+  /// A status published now for the peers' news: the next is due in 10 ms (publish_soon), and a
+  /// peer message arriving from then on wakes the scorer for it.
+  void published_status(clock_type::time_point now) {
+    published_at = now;
+    status_stale = false;
+    if (inbox) inbox->wake_from(now + std::chrono::milliseconds(10));
   }
 };
 
@@ -126,8 +137,7 @@ void publish_soon(scorer_pointer self) {
     return;
   }
   s.publish();
-  s.published_at = now;
-  s.status_stale = false;
+  s.published_status(now);
 }
 
 /// After routing and lifecycle steps: the outbox goes to the peers (the replica hub batches).
@@ -145,6 +155,20 @@ void on_capacity_change(scorer_pointer self) {
   after_booking_steps(self);
 }
 
+/// Applies the peers' messages that wait in the inbox. Called first by every handler that
+/// reads routing state, so what arrived before a decision counts in it.
+void take_peer_messages(scorer_pointer self) {
+  auto& s = self->state;
+  if (!s.inbox) return;
+  const auto messages = s.inbox->take();
+  if (messages.empty()) return;
+  const auto now = clock_type::now();
+  for (const peer_message_ptr& message : messages)
+    std::visit([&](const auto& m) { s.router->on_peer_message(m, now); }, *message);
+  publish_soon(self);
+  on_capacity_change(self);  // a peer's finish may free a worker this set's queue waits for
+}
+
 scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings) {
   auto& s = self->state;
   s.admission.enabled = queues_when_busy(settings.routing.config);
@@ -154,7 +178,8 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
   s.replicas = std::move(settings.replicas);
   s.set_name = std::move(settings.set_name);
   if (s.replicas) {
-    s.replicas->attach(s.set_name, self->address());
+    s.inbox = std::make_shared<peer_inbox>();
+    s.replicas->attach(s.set_name, self->address(), s.inbox);
     self->attach_functor([replicas = s.replicas, name = s.set_name, me = self->address()] { replicas->detach(name, me); });
     self->delayed_send(self, std::chrono::milliseconds(250), peer_check_atom_v);
   }
@@ -169,6 +194,7 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
           self->state.router->on_kv_batch(update.publisher, update.clear_first, update.batch, now);
       },
       [self](const route_job_ptr& job) {
+        take_peer_messages(self);
         route(self, job);
         after_booking_steps(self);
       },
@@ -181,12 +207,14 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
         }
       },
       [self](const lifecycle_event& event) {
+        take_peer_messages(self);
         auto& s = self->state;
         s.router->on_lifecycle(event, clock_type::now());
         if (event.what == lifecycle_event::kind::worker_failed) s.publish();
         on_capacity_change(self);
       },
       [self](const lifecycle_batch_ptr& batch) {
+        take_peer_messages(self);
         auto& s = self->state;
         const auto now = clock_type::now();
         bool failures = false;
@@ -198,6 +226,7 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
         on_capacity_change(self);
       },
       [self](const engine_scrape_ptr& scrape) {
+        take_peer_messages(self);
         auto& s = self->state;
         const auto now = clock_type::now();
         const bool was_busy = s.router->busy(scrape->worker, now);
@@ -206,6 +235,7 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
         on_capacity_change(self);
       },
       [self](queue_check_atom) {
+        take_peer_messages(self);
         auto& s = self->state;
         s.check_at.reset();
         const auto now = clock_type::now();
@@ -215,6 +245,7 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
         after_booking_steps(self);
       },
       [self](worker_health_atom, std::uint32_t worker, bool up) {
+        take_peer_messages(self);
         self->state.router->on_health(worker, up, clock_type::now());
         self->state.publish();
         on_capacity_change(self);
@@ -227,6 +258,7 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
         on_capacity_change(self);
       },
       [self](tick_atom) {
+        take_peer_messages(self);
         auto& s = self->state;
         const auto now = clock_type::now();
         s.router->tick(now);
@@ -237,26 +269,23 @@ scorer_actor::behavior_type scorer(scorer_pointer self, scorer_settings settings
         s.publish();
         self->delayed_send(self, std::chrono::seconds(1), tick_atom_v);
       },
-      [self](const peer_message_ptr& message) {
-        auto& s = self->state;
-        const auto now = clock_type::now();
-        std::visit([&](const auto& m) { s.router->on_peer_message(m, now); }, *message);
-        publish_soon(self);
-        on_capacity_change(self);  // a peer's finish may free a worker this set's queue waits for
-      },
+      [self](peer_inbox_atom) { take_peer_messages(self); },
       [self](replica_resync_atom) { publish_own_bookings(self); },
       [self](peer_check_atom) {
+        take_peer_messages(self);
         auto& s = self->state;
         const bool peers_dropped = s.router->expire_peers(clock_type::now());
         if (peers_dropped || s.status_stale) {
           s.publish();
-          s.published_at = clock_type::now();
-          s.status_stale = false;
+          s.published_status(clock_type::now());
         }
         if (peers_dropped) on_capacity_change(self);
         self->delayed_send(self, std::chrono::milliseconds(250), peer_check_atom_v);
       },
-      [self](dump_index_atom) { return self->state.router->dump_index().dump(); },
+      [self](dump_index_atom) {
+        take_peer_messages(self);
+        return self->state.router->dump_index().dump();
+      },
   };
 }
 

@@ -55,28 +55,27 @@ replica_hub::~replica_hub() {
   link_.reset();       // no callback runs after this
 }
 
-void replica_hub::attach(const std::string& name, const caf::actor_addr& scorer) {
+void replica_hub::attach(const std::string& name, const caf::actor_addr& scorer, std::shared_ptr<peer_inbox> inbox) {
   publisher_->attach(name, scorer);
   std::unique_lock lock(sets_mutex_);
-  sets_[subject_token(name)] = scorer;
+  sets_[subject_token(name)] = {.scorer = scorer, .inbox = std::move(inbox)};
 }
 
 void replica_hub::detach(const std::string& name, const caf::actor_addr& scorer) {
   publisher_->detach(name, scorer);
   std::unique_lock lock(sets_mutex_);
   const auto it = sets_.find(subject_token(name));
-  if (it != sets_.end() && it->second == scorer) sets_.erase(it);
+  if (it != sets_.end() && it->second.scorer == scorer) sets_.erase(it);
 }
 
 void replica_hub::on_message(std::string_view subject, std::span<const std::uint8_t> data) {
   const auto parsed = parse_peer_subject(settings_.subject_prefix, subject);
-  scorer_actor scorer;
+  attached_set set;
   if (parsed) {
     std::shared_lock lock(sets_mutex_);
-    if (const auto it = sets_.find(parsed->set_token); it != sets_.end())
-      scorer = caf::actor_cast<scorer_actor>(caf::actor_cast<caf::strong_actor_ptr>(it->second));
+    if (const auto it = sets_.find(parsed->set_token); it != sets_.end()) set = it->second;
   }
-  if (!scorer) {
+  if (!set.inbox) {
     counters_.unknown_set.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -95,7 +94,9 @@ void replica_hub::on_message(std::string_view subject, std::span<const std::uint
   counters_.received.fetch_add(1, std::memory_order_relaxed);
   counters_.received_bytes.fetch_add(data.size(), std::memory_order_relaxed);
   record_lag(origin.sent_unix_ns);
-  caf::anon_send(scorer, std::make_shared<const peer_message>(std::move(*message)));
+  if (set.inbox->push(std::make_shared<const peer_message>(std::move(*message)), std::chrono::steady_clock::now()))
+    if (auto scorer = caf::actor_cast<scorer_actor>(caf::actor_cast<caf::strong_actor_ptr>(set.scorer)))
+      caf::anon_send(scorer, peer_inbox_atom_v);
 }
 
 void replica_hub::record_lag(std::int64_t sent_unix_ns) {
@@ -122,8 +123,8 @@ void replica_hub::on_state(bool up) {
   counters_.reconnects.fetch_add(1, std::memory_order_relaxed);
   std::cerr << "kvrouter: replicas: NATS connection back; republishing every set's bookings\n";
   std::shared_lock lock(sets_mutex_);
-  for (const auto& [token, addr] : sets_)
-    if (auto scorer = caf::actor_cast<scorer_actor>(caf::actor_cast<caf::strong_actor_ptr>(addr)))
+  for (const auto& [token, set] : sets_)
+    if (auto scorer = caf::actor_cast<scorer_actor>(caf::actor_cast<caf::strong_actor_ptr>(set.scorer)))
       caf::anon_send(scorer, replica_resync_atom_v);
 }
 

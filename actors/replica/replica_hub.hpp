@@ -2,8 +2,8 @@
 /// The process's side of replica sync (docs/replicas.md): one NATS link shared by every worker
 /// set. Scorers hand it their booking steps and snapshots (actors/replica/peer_publisher
 /// batches, encodes and publishes them on its own thread, so routing never waits on NATS);
-/// what arrives on `PREFIX.*.*` is decoded here and sent to the scorer of the set the subject
-/// names. Echoes, unknown sets and malformed messages are counted and dropped. It also says
+/// what arrives on `PREFIX.*.*` is decoded here and left in the peer inbox of the set the
+/// subject names, for its scorer. Echoes, unknown sets and malformed messages are counted and dropped. It also says
 /// when a new replica is warm enough to report ready.
 
 #include <atomic>
@@ -19,6 +19,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "actors/replica/peer_inbox.hpp"
 #include "actors/replica/peer_publisher.hpp"
 #include "core/common/latency_histogram.hpp"
 #include "core/replica/peer_subjects.hpp"
@@ -49,9 +50,10 @@ class replica_hub {
   replica_hub(const replica_hub&) = delete;
   replica_hub& operator=(const replica_hub&) = delete;
 
-  /// Peers' messages for set `name` go to `scorer` from now on (replacing an earlier scorer,
-  /// whose messages are no longer published). Held weakly: a scorer's life is its set's.
-  void attach(const std::string& name, const caf::actor_addr& scorer);
+  /// Peers' messages for set `name` go to `inbox` from now on, and `scorer` is woken when they
+  /// should not wait (replacing an earlier scorer, whose messages are no longer published).
+  /// The scorer is held weakly: its life is its set's.
+  void attach(const std::string& name, const caf::actor_addr& scorer, std::shared_ptr<peer_inbox> inbox);
   /// Only if `scorer` is still the set's (a restarted set attached its new one already).
   void detach(const std::string& name, const caf::actor_addr& scorer);
   /// Hands over booking steps / a snapshot of set `name` from `scorer` to publish; never
@@ -84,8 +86,12 @@ class replica_hub {
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::atomic<std::int64_t> first_connected_ns_{0};  ///< steady clock; 0 = never yet
 
+  struct attached_set {
+    caf::actor_addr scorer;
+    std::shared_ptr<peer_inbox> inbox;
+  };
   mutable std::shared_mutex sets_mutex_;
-  std::unordered_map<std::string, caf::actor_addr> sets_;  ///< subject token -> the set's scorer
+  std::unordered_map<std::string, attached_set> sets_;  ///< by subject token
 
   struct counters {
     std::atomic<std::uint64_t> received{0}, received_bytes{0};
