@@ -66,12 +66,8 @@ void peer_publisher::share(const std::string& name, const caf::actor_addr& score
     }
     if (events.empty()) return;
     if (set->events.empty()) {
-      if (next_slot_) {
-        set->due = *next_slot_;  // the thread wakes then anyway
-      } else {
-        set->due = clock_type::now() + settings_.batch_delay;
-        wake = true;  // the thread learns when this batch is due
-      }
+      set->first_pending = clock_type::now();
+      wake = true;  // the thread learns when this batch is due
     }
     wake |= set->events.size() + events.size() >= settings_.batch_events && set->events.size() < settings_.batch_events;
     set->events.insert(set->events.end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
@@ -94,7 +90,8 @@ void peer_publisher::share_snapshot(const std::string& name, const caf::actor_ad
 void peer_publisher::take_due(std::vector<outgoing>& out) {
   const auto now = clock_type::now();
   for (auto& [token, set] : sets_) {
-    const bool due = set.snapshot || set.events.size() >= settings_.batch_events || (!set.events.empty() && now >= set.due);
+    const bool due = set.snapshot || set.events.size() >= settings_.batch_events ||
+                     (!set.events.empty() && now - set.first_pending >= settings_.batch_delay);
     if (!due) continue;
     auto origin = [&] {
       return peer_origin{.replica = settings_.replica_id, .incarnation = set.incarnation, .sequence = ++set.sequence,
@@ -138,23 +135,16 @@ void peer_publisher::loop() {
     bool now_due = false;
     for (const auto& [token, set] : sets_) {
       now_due |= set.snapshot.has_value() || set.events.size() >= settings_.batch_events;
-      if (!set.events.empty() && (!next || set.due < *next)) next = set.due;
+      if (!set.events.empty() && (!next || set.first_pending + settings_.batch_delay < *next))
+        next = set.first_pending + settings_.batch_delay;
     }
     if (!now_due) {
       if (next) wake_.wait_until(lock, *next);
-      else if (next_slot_) wake_.wait_until(lock, *next_slot_);  // one more slot before going idle
       else wake_.wait(lock);
       if (stopping_) break;
     }
     take_due(batch);
-    const auto now = clock_type::now();
-    if (batch.empty()) {
-      if (next_slot_ && now >= *next_slot_) next_slot_.reset();  // a slot passed with nothing to send
-      continue;
-    }
-    // Steps shared until the next slot go with it: while they keep coming, this thread wakes
-    // once per slot, not once more for each batch's first step.
-    next_slot_ = now + settings_.batch_delay;
+    if (batch.empty()) continue;
     lock.unlock();
     for (const outgoing& message : batch) {
       const std::string bytes = std::visit([](const auto& m) { return encode_peer_message(m); }, message.message);

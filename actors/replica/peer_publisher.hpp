@@ -1,8 +1,7 @@
 #pragma once
 /// The sending half of replica sync: scorers hand it their sets' booking steps and snapshots,
 /// and its own thread batches each set's steps (one message per `batch_delay`, at most
-/// `batch_events` steps each), numbers them, encodes them and publishes them. While steps keep
-/// coming the thread sends in slots of `batch_delay` and is not woken for each batch. Scorers never
+/// `batch_events` steps each), numbers them, encodes them and publishes them. Scorers never
 /// wait and set no timers: a hand-over is a push under a mutex. A set's snapshot goes after the
 /// steps handed over before it, in parts of at most `snapshot_part_bookings`.
 
@@ -70,9 +69,7 @@ class peer_publisher {
     std::vector<peer_event> events;
     std::optional<std::vector<peer_snapshot_entry>> snapshot;
     std::size_t snapshot_after = 0;  ///< of `events`, the ones shared before the snapshot was taken
-    /// When the pending steps go: `batch_delay` after the first of them, or at the thread's next
-    /// slot when it is sending already (never later than `batch_delay` after the first step).
-    std::chrono::steady_clock::time_point due{};
+    std::chrono::steady_clock::time_point first_pending{};
   };
   /// A message ready to encode, numbered.
   struct outgoing {
@@ -91,9 +88,6 @@ class peer_publisher {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::unordered_map<std::string, set_state> sets_;  ///< by subject token
-  /// While steps keep coming: `batch_delay` after the last message, when the thread wakes by
-  /// itself to send what was shared meanwhile; none when idle (a first step then wakes it).
-  std::optional<std::chrono::steady_clock::time_point> next_slot_;
   bool stopping_ = false;
   std::thread thread_;
 };
