@@ -17,11 +17,18 @@
 
 namespace kvr {
 
+/// What push() did with a message.
+enum class inbox_push { left, left_wake_scorer, full };
+
 class peer_inbox {
  public:
-  /// Leaves `message` for the scorer; true when the caller should wake the scorer for it (at
+  /// The scorer takes at least every peer check (250 ms); this many waiting means it is stuck,
+  /// and more would only grow: beyond, messages are refused (the next snapshots heal).
+  static constexpr std::size_t capacity = 1 << 16;
+
+  /// Leaves `message` for the scorer; says when the caller should wake the scorer for it (at
   /// most once until the scorer takes what waits). `now` is the steady clock.
-  bool push(peer_message_ptr message, std::chrono::steady_clock::time_point now);
+  inbox_push push(peer_message_ptr message, std::chrono::steady_clock::time_point now);
   /// Everything that waits, in arrival order.
   std::vector<peer_message_ptr> take();
 

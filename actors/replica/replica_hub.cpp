@@ -94,9 +94,14 @@ void replica_hub::on_message(std::string_view subject, std::span<const std::uint
   counters_.received.fetch_add(1, std::memory_order_relaxed);
   counters_.received_bytes.fetch_add(data.size(), std::memory_order_relaxed);
   record_lag(origin.sent_unix_ns);
-  if (set.inbox->push(std::make_shared<const peer_message>(std::move(*message)), std::chrono::steady_clock::now()))
-    if (auto scorer = caf::actor_cast<scorer_actor>(caf::actor_cast<caf::strong_actor_ptr>(set.scorer)))
-      caf::anon_send(scorer, peer_inbox_atom_v);
+  switch (set.inbox->push(std::make_shared<const peer_message>(std::move(*message)), std::chrono::steady_clock::now())) {
+    case inbox_push::left: break;
+    case inbox_push::left_wake_scorer:
+      if (auto scorer = caf::actor_cast<scorer_actor>(caf::actor_cast<caf::strong_actor_ptr>(set.scorer)))
+        caf::anon_send(scorer, peer_inbox_atom_v);
+      break;
+    case inbox_push::full: counters_.inbox_full.fetch_add(1, std::memory_order_relaxed); break;
+  }
 }
 
 void replica_hub::record_lag(std::int64_t sent_unix_ns) {
@@ -161,11 +166,13 @@ void replica_hub::write_metrics(std::string& out) const {
   out += fmt::format("kvrouter_replica_bytes_total{{direction=\"received\"}} {}\n", counters_.received_bytes.load());
   family("kvrouter_replica_messages_dropped_total",
          "Peer messages dropped, by reason (queue_full counts booking steps a set's full backlog dropped; slow_consumer "
-         "messages the NATS client dropped because this replica fell 65536 behind).",
+         "messages the NATS client dropped because this replica fell 65536 behind; inbox_full messages for a set "
+         "whose scorer has 65536 waiting).",
          "counter");
   for (const auto& [reason, count] :
        {std::pair{"malformed", &counters_.malformed}, std::pair{"unknown_set", &counters_.unknown_set},
-        std::pair{"echo", &counters_.echo}, std::pair{"not_connected", &publisher_->counters().not_connected},
+        std::pair{"echo", &counters_.echo}, std::pair{"inbox_full", &counters_.inbox_full},
+        std::pair{"not_connected", &publisher_->counters().not_connected},
         std::pair{"queue_full", &publisher_->counters().queue_full}})
     out += fmt::format("kvrouter_replica_messages_dropped_total{{reason=\"{}\"}} {}\n", reason, count->load());
   out += fmt::format("kvrouter_replica_messages_dropped_total{{reason=\"slow_consumer\"}} {}\n", link_->dropped());
@@ -199,6 +206,7 @@ nlohmann::json replica_hub::status() const {
            {{"malformed", counters_.malformed.load()},
             {"unknown_set", counters_.unknown_set.load()},
             {"echo", counters_.echo.load()},
+            {"inbox_full", counters_.inbox_full.load()},
             {"not_connected", publisher_->counters().not_connected.load()},
             {"queue_full", publisher_->counters().queue_full.load()},
             {"slow_consumer", link_->dropped()}}},

@@ -3,8 +3,9 @@
 /// set. Scorers hand it their booking steps and snapshots (actors/replica/peer_publisher
 /// batches, encodes and publishes them on its own thread, so routing never waits on NATS);
 /// what arrives on `PREFIX.*.*` is decoded here and left in the peer inbox of the set the
-/// subject names, for its scorer. Echoes, unknown sets and malformed messages are counted and dropped. It also says
-/// when a new replica is warm enough to report ready.
+/// subject names, for its scorer. Echoes, unknown sets, malformed messages and messages for an
+/// inbox that is full are counted and dropped. It also says when a new replica is warm enough
+/// to report ready.
 
 #include <atomic>
 #include <chrono>
@@ -95,7 +96,7 @@ class replica_hub {
 
   struct counters {
     std::atomic<std::uint64_t> received{0}, received_bytes{0};
-    std::atomic<std::uint64_t> malformed{0}, unknown_set{0}, echo{0};
+    std::atomic<std::uint64_t> malformed{0}, unknown_set{0}, echo{0}, inbox_full{0};
     std::atomic<std::uint64_t> disconnects{0}, reconnects{0};
   } counters_;
   mutable std::mutex lag_mutex_;
