@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
+#include "core/kv/block_hash.hpp"
+
 namespace kvr::ingress {
 namespace {
 
@@ -18,6 +20,16 @@ std::size_t hasher_for(const routing_request& request, std::uint64_t request_id,
   const std::string& messages = request.chat.messages_json;
   if (messages.empty()) return request_id % hashers;
   return XXH3_64bits(messages.data(), std::min<std::size_t>(messages.size(), 256)) % hashers;
+}
+
+/// A prompt of token ids needs no tokenizer: its blocks are hashed here, on the I/O thread that
+/// parsed it (a few microseconds for thousands of ids), which spares the job the hop through a
+/// hasher actor, a wake-up dearer than the hashing. Ingress refused it already if too long.
+void hash_token_ids(const std::vector<std::uint32_t>& tokens, std::uint32_t block_size, route_job& job) {
+  if (tokens.empty()) return;
+  thread_local std::vector<std::uint64_t> local;
+  compute_local_hashes(tokens, block_size, {}, {}, local);
+  compute_sequence_hashes(local, job.sequence_hashes);
 }
 
 }  // namespace
@@ -97,10 +109,14 @@ route_verdict request_router::route() {
   job->reply = make_sink_();
   // Only prompts the set's hashers can hash take the extra hop (core/prompt/prompt_plan).
   job->plan = set_->hashers.empty() ? prompt_plan{} : plan_prompt(*request_, set_->prompts);
-  if (job->plan.needs_hasher())
-    caf::anon_send(set_->hashers[hasher_for(*request_, request_id_, set_->hashers.size())], std::move(job));
-  else
+  if (job->plan.path == prompt_path::token_ids) {
+    hash_token_ids(request_->prompt_token_ids, set_->config.block_size, *job);
     caf::anon_send(set_->scorer, std::move(job));
+  } else if (job->plan.needs_hasher()) {
+    caf::anon_send(set_->hashers[hasher_for(*request_, request_id_, set_->hashers.size())], std::move(job));
+  } else {
+    caf::anon_send(set_->scorer, std::move(job));
+  }
   return {};
 }
 
