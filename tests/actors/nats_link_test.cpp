@@ -87,17 +87,21 @@ class nats_server {
   pid_t pid_ = -1;
 };
 
-/// What a link hands its callback, and on which threads.
+constexpr std::string_view probe_subject = "kvr.s.probe";
+
+/// What a link hands its callback, and on which threads (probes counted apart).
 struct inbox {
   std::mutex mutex;
   std::condition_variable arrived;
   std::vector<std::string> messages;
+  std::size_t probes = 0;
   std::set<std::thread::id> threads;
 
   nats_link::on_message sink() {
-    return [this](std::string_view, std::span<const std::uint8_t> data) {
+    return [this](std::string_view subject, std::span<const std::uint8_t> data) {
       std::lock_guard lock(mutex);
-      messages.emplace_back(reinterpret_cast<const char*>(data.data()), data.size());
+      if (subject == probe_subject) ++probes;
+      else messages.emplace_back(reinterpret_cast<const char*>(data.data()), data.size());
       threads.insert(std::this_thread::get_id());
       arrived.notify_all();
     };
@@ -121,15 +125,18 @@ std::span<const std::uint8_t> bytes_of(const std::string& text) {
   return {reinterpret_cast<const std::uint8_t*>(text.data()), text.size()};
 }
 
-/// Publishes probes until the receiver has one: its subscription has reached the server.
+/// Publishes probes until the receiver has one more: its subscription has reached the server.
 void until_heard(nats_link& sender, inbox& receiver) {
-  for (int i = 0; i < 200; ++i) {
-    sender.publish("kvr.s.probe", bytes_of("probe"));
-    if (receiver.wait_for([&] { return !receiver.messages.empty(); }, 50ms)) break;
+  std::size_t before = 0;
+  {
+    std::lock_guard lock(receiver.mutex);
+    before = receiver.probes;
   }
-  std::lock_guard lock(receiver.mutex);
-  ASSERT_FALSE(receiver.messages.empty()) << "the receiver never heard the sender";
-  receiver.messages.clear();
+  for (int i = 0; i < 200; ++i) {
+    sender.publish(std::string(probe_subject), bytes_of("probe"));
+    if (receiver.wait_for([&] { return receiver.probes > before; }, 50ms)) return;
+  }
+  FAIL() << "the receiver never heard the sender";
 }
 
 std::string payload(std::size_t index, std::size_t size) {
