@@ -1,6 +1,7 @@
 #include "core/prompt/openai.hpp"
 
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 
 #include "core/common/json_shape.hpp"
 #include "core/common/json_top_level.hpp"
+#include "core/prompt/token_id_array.hpp"
 
 namespace kvr {
 namespace {
@@ -265,9 +267,18 @@ std::expected<routing_request, api_error> request_parser::parse_envelope(api_end
   request.endpoint = endpoint;
   if (capacity < body.size() + SIMDJSON_PADDING) return bad_json("internal: body buffer lacks padding");
   // The top-level members are found by a scan that steps over values (a prompt of thousands of
-  // token ids in a few µs, where simdjson indexes every comma); the members read here are copied
-  // into a small object that simdjson then parses, so their rules are the full parse's.
+  // token ids in a few µs, where simdjson indexes every comma).
   if (auto scanned = scan_top_level_members(body, impl_->members); !scanned) return bad_json(scanned.error());
+  auto has_prompt = read_scanned_envelope(endpoint, request);
+  if (!has_prompt) return std::unexpected(has_prompt.error());
+  if (auto missing = check_required(request, *has_prompt); !missing) return std::unexpected(missing.error());
+  request.prompt_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(body.size() / 4, UINT32_MAX));
+  return request;
+}
+
+std::expected<bool, api_error> request_parser::read_scanned_envelope(api_endpoint endpoint, routing_request& request) {
+  // The members read here are copied into a small object that simdjson then parses, so their
+  // rules are the full parse's.
   std::string& envelope = impl_->envelope;
   envelope.assign("{");
   for (const json_member& member : impl_->members) {
@@ -307,13 +318,46 @@ std::expected<routing_request, api_error> request_parser::parse_envelope(api_end
       has_prompt = true;
     }
   }
-  if (auto missing = check_required(request, has_prompt); !missing) return std::unexpected(missing.error());
-  request.prompt_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(body.size() / 4, UINT32_MAX));
+  return has_prompt;
+}
+
+std::optional<std::expected<routing_request, api_error>> request_parser::parse_token_id_prompt(api_endpoint endpoint,
+                                                                                               std::string_view body) {
+  std::string_view prompt_key;
+  if (endpoint == api_endpoint::completions) prompt_key = "prompt";
+  else if (endpoint == api_endpoint::generate) prompt_key = "input_ids";
+  else return std::nullopt;
+  if (!scan_top_level_members(body, impl_->members)) return std::nullopt;
+  const json_member* prompt = nullptr;
+  for (const json_member& member : impl_->members) {
+    const std::string_view key = member.raw_key.substr(1, member.raw_key.size() - 2);
+    if (key.find('\\') != std::string_view::npos) return std::nullopt;  // it may decode to the prompt's name
+    if (key == prompt_key) {
+      if (prompt != nullptr) return std::nullopt;  // named twice: the full parse's rules
+      prompt = &member;
+    } else if (key == "text" && endpoint == api_endpoint::generate) {
+      return std::nullopt;  // a text beside the ids: the full parse reads both
+    }
+  }
+  routing_request request;
+  request.endpoint = endpoint;
+  if (prompt == nullptr || !read_token_id_array(prompt->value, request.prompt_token_ids)) return std::nullopt;
+  auto has_prompt = read_scanned_envelope(endpoint, request);
+  if (!has_prompt) return std::unexpected(has_prompt.error());
+  if (auto missing = check_required(request, true); !missing) return std::unexpected(missing.error());
+  request.prompt_tokens = static_cast<std::uint32_t>(request.prompt_token_ids.size());
   return request;
 }
 
 std::expected<routing_request, api_error> request_parser::parse(api_endpoint endpoint, std::string_view body,
                                                                 std::size_t capacity) {
+  if (capacity < body.size() + SIMDJSON_PADDING) return bad_json("internal: body buffer lacks padding");
+  if (auto read = parse_token_id_prompt(endpoint, body)) return std::move(*read);
+  return parse_walking(endpoint, body, capacity);
+}
+
+std::expected<routing_request, api_error> request_parser::parse_walking(api_endpoint endpoint, std::string_view body,
+                                                                        std::size_t capacity) {
   ondemand::parser& parser = impl_->parser;
   routing_request request;
   request.endpoint = endpoint;

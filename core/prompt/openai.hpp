@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <expected>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -93,8 +94,19 @@ class request_parser {
 
   /// Parses `body`, which must be readable up to `capacity` >= body.size() + padding bytes
   /// (a std::string reserved that far avoids a copy).
+  ///
+  /// A completion or /generate whose prompt is an array of token ids takes a shortcut: the
+  /// top-level members are scanned, the ids read by `read_token_id_array`, and only `model`,
+  /// `stream` and `user` parsed, like `parse_envelope`; as there, other members are stepped over
+  /// unvalidated (the worker judges them). Any other body, or a prompt outside that form, goes
+  /// through `parse_walking`, whose errors it keeps.
   [[nodiscard]] std::expected<routing_request, api_error> parse(api_endpoint endpoint, std::string_view body,
                                                                 std::size_t capacity);
+
+  /// `parse` without its shortcut: the shape check, then simdjson over the whole body. Public
+  /// for the tests and the fuzz target, which hold the shortcut to it.
+  [[nodiscard]] std::expected<routing_request, api_error> parse_walking(api_endpoint endpoint, std::string_view body,
+                                                                        std::size_t capacity);
 
   /// What a set that reads no prompt (round-robin, random) needs: `model`, `stream` and `user`,
   /// and that `messages` (an array) or `prompt` is there; every other field and the prompt's
@@ -105,6 +117,12 @@ class request_parser {
                                                                          std::size_t capacity);
 
  private:
+  /// The shortcut of `parse`; nothing if the body does not qualify.
+  std::optional<std::expected<routing_request, api_error>> parse_token_id_prompt(api_endpoint endpoint, std::string_view body);
+  /// Reads `model`, `stream` and `user` of the members last scanned; true if the endpoint's
+  /// prompt (`messages` or `prompt`) is among them.
+  std::expected<bool, api_error> read_scanned_envelope(api_endpoint endpoint, routing_request& request);
+
   struct impl;
   std::unique_ptr<impl> impl_;
 };

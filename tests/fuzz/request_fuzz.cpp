@@ -1,7 +1,8 @@
 // libFuzzer target: arbitrary bytes as a chat, completion, /generate, pass-through and multipart
 // upload request body (read in full, and as the envelope sets that read no prompt take), through what
-// kvrouter does with a body before it reaches a worker: the shape check, the routing inputs,
-// the prompt plan, the chat template (ChatML, with tools and kwargs) and the Qwen3 tokenizer.
+// kvrouter does with a body before it reaches a worker: the shape check, the routing inputs (the
+// token-id shortcut held to the full parse), the prompt plan, the chat template (ChatML, with
+// tools and kwargs) and the Qwen3 tokenizer.
 // Whatever the bytes, each step returns a value or an error; ASan, UBSan and -malloc_limit_mb
 // catch the rest (deep nesting included: a body the shape check passes is walked recursively).
 // The bytes, as text, are also split by the hand-written pre-tokenizer of each known pattern
@@ -22,6 +23,7 @@
 #include "core/prompt/openai.hpp"
 #include "core/prompt/pretokenizer.hpp"
 #include "core/prompt/prompt_plan.hpp"
+#include "core/prompt/token_id_array.hpp"
 #include "core/prompt/tokenize_api.hpp"
 #include "core/prompt/tokenizer.hpp"
 #include "tests/support/pcre2_pieces.hpp"
@@ -64,7 +66,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::optional<std::tuple<std::string, bool, std::string>> envelope;
     if (auto read = parser.parse_envelope(endpoint, std::string_view(body.data(), size), body.capacity()))
       envelope.emplace(std::string(read->model), read->stream, std::string(read->user));
+    auto walked = parser.parse_walking(endpoint, std::string_view(body.data(), size), body.capacity());
     auto request = parser.parse(endpoint, std::string_view(body.data(), size), body.capacity());
+    // parse's shortcut for token-id prompts reads a valid body as the full walk does, or refuses
+    // it with the same words.
+    if (valid_json && (walked.has_value() != request.has_value() ||
+                       (request && (walked->model != request->model || walked->stream != request->stream ||
+                                    walked->user != request->user || walked->prompt_token_ids != request->prompt_token_ids ||
+                                    walked->prompt_text != request->prompt_text ||
+                                    walked->prompt_tokens != request->prompt_tokens)) ||
+                       (!request && walked.error().message != request.error().message))) {
+      std::fprintf(stderr, "the token-id shortcut disagrees with the full parse\n");
+      std::abort();
+    }
     if (!request) continue;
     // A valid JSON body the full parse accepts, the envelope's scan accepts too, and reads the
     // same. (On invalid JSON the two may differ: simdjson leaves values it skips unchecked, the
@@ -96,6 +110,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (line != std::string_view::npos) {
     const auto boundary = kvr::multipart_boundary(bytes.substr(0, line));
     (void)kvr::multipart_field(bytes.substr(line + 1), boundary ? *boundary : std::string_view("B"), "model");
+  }
+  // As a prompt's value: the token-id reader takes only arrays of integers, each as written.
+  std::vector<std::uint32_t> ids;
+  if (kvr::read_token_id_array(bytes, ids)) {
+    const auto json = nlohmann::json::parse(bytes, nullptr, false);
+    if (json.is_discarded() || !json.is_array() || json.size() != ids.size()) std::abort();
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      if (!json[i].is_number_unsigned() || json[i].get<std::uint64_t>() != ids[i]) std::abort();
   }
   // The tokenizer on the raw bytes too (invalid UTF-8 included).
   std::vector<std::uint32_t> raw_tokens;

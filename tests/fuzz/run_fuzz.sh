@@ -45,7 +45,7 @@ case "$target" in
              core/config/worker_spec.cpp core/common/http_url.cpp core/common/json_shape.cpp)
     libs=(-lfmt -lxxhash -lwebp -lcrypto) ;;
   request)
-    sources=(tests/fuzz/request_fuzz.cpp core/prompt/openai.cpp core/prompt/prompt_plan.cpp core/prompt/tokenize_api.cpp core/common/json_top_level.cpp
+    sources=(tests/fuzz/request_fuzz.cpp core/prompt/openai.cpp core/prompt/token_id_array.cpp core/prompt/prompt_plan.cpp core/prompt/tokenize_api.cpp core/common/json_top_level.cpp
              core/common/json_shape.cpp core/common/multipart.cpp
              core/prompt/chat_template.cpp core/prompt/pretokenizer.cpp core/prompt/tokenizer.cpp
              core/prompt/jinja/value.cpp core/prompt/jinja/lexer.cpp
@@ -90,6 +90,8 @@ if target == "request":
         "chat": '{"model":"m","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"chat_template_kwargs":{"enable_thinking":false}}',
         "completion-text": '{"model":"m","prompt":"Hello, world! \\u00e9\\ud83d\\ude00","stream":true}',
         "completion-ids": '{"model":"m","prompt":[1,2,3,4,5,6,7,8]}',
+        "completion-wide-ids": '{"prompt": [ 0, 12345678 ,4294967295,\n 151643, 7 ], "model": "m", "user": "u", "stream": false}',
+        "generate-ids": '{"input_ids":[100000,2,30,4000,50000,600000,7000000],"sampling_params":{"max_new_tokens":4}}',
         "completion-batch": '{"model":"m","prompt":["a","b"]}',
         "tokenize-chat": '{"messages":[{"role":"user","content":"hi"}],"add_generation_prompt":true,"tools":[],"chat_template_kwargs":{}}',
         "detokenize": '{"tokens":[9707,11,1879,0,151645]}',

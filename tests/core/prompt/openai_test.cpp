@@ -225,3 +225,65 @@ TEST(openai_envelope, a_field_nested_a_million_deep_is_skipped_or_refused_withou
 
 }  // namespace
 }  // namespace kvr
+
+namespace kvr {
+namespace {
+
+std::expected<routing_request, api_error> parse_walking(api_endpoint endpoint, std::string body) {
+  return parse(endpoint, std::move(body), &request_parser::parse_walking);
+}
+
+TEST(openai_token_ids, a_prompt_of_token_ids_reads_as_the_full_parse_reads_it) {
+  std::string ids;
+  for (int i = 0; i < 4096; ++i) ids += (i ? ", " : "") + std::to_string((i * 7919u) % 151000u);
+  struct row {
+    api_endpoint endpoint;
+    std::string body;
+  };
+  for (const row& r : std::initializer_list<row>{
+           {api_endpoint::completions, R"({"model": "m", "prompt": [)" + ids + R"(], "stream": true, "user": "u"})"},
+           {api_endpoint::completions, "{\n \"prompt\" : [ 1 ,2\n,3 ] ,\"model\":\"m\\u00e9\", \"max_tokens\": [[{}]]}"},
+           {api_endpoint::generate, R"({"input_ids": [)" + ids + R"(], "sampling_params": {"max_new_tokens": 4}})"},
+       }) {
+    auto shortcut = parse(r.endpoint, r.body);
+    auto walked = parse_walking(r.endpoint, r.body);
+    ASSERT_TRUE(shortcut) << shortcut.error().message;
+    ASSERT_TRUE(walked) << walked.error().message;
+    EXPECT_EQ(shortcut->model, walked->model);
+    EXPECT_EQ(shortcut->stream, walked->stream);
+    EXPECT_EQ(shortcut->user, walked->user);
+    EXPECT_EQ(shortcut->prompt_token_ids, walked->prompt_token_ids);
+    EXPECT_FALSE(shortcut->prompt_token_ids.empty());
+    EXPECT_EQ(shortcut->prompt_tokens, walked->prompt_tokens);
+  }
+}
+
+TEST(openai_token_ids, what_the_shortcut_declines_gets_the_full_parses_answer) {
+  for (const char* body : {
+           R"({"model": "m", "prompt": [01, 2]})", R"({"model": "m", "prompt": [1.5]})", R"({"model": "m", "prompt": [-1]})",
+           R"({"model": "m", "prompt": [4294967296]})", R"({"model": "m", "prompt": []})", R"({"model": "m", "prompt": [1,]})",
+           R"({"model": "m", "prompt": [[1, 2], [3]]})", R"({"model": "m", "prompt": [1], "prompt": [2]})",
+           R"({"model": "m", "pr\u006fmpt": [1]})", R"({"model": 7, "prompt": [1]})", R"({"prompt": [1]})",
+           R"({"model": "m", "prompt": [1], "stream": "yes"})", R"({"model": "m", "prompt": [1]} [])",
+           R"({"model": "m", "prompt": [1]})",
+       }) {
+    auto shortcut = parse(api_endpoint::completions, body);
+    auto walked = parse_walking(api_endpoint::completions, body);
+    ASSERT_EQ(shortcut.has_value(), walked.has_value()) << body;
+    if (shortcut) {
+      EXPECT_EQ(shortcut->prompt_token_ids, walked->prompt_token_ids) << body;
+      EXPECT_EQ(shortcut->model, walked->model) << body;
+      continue;
+    }
+    EXPECT_EQ(shortcut.error().code, walked.error().code) << body;
+    EXPECT_EQ(shortcut.error().param, walked.error().param) << body;
+    EXPECT_EQ(shortcut.error().message, walked.error().message) << body;
+  }
+  auto both = parse(api_endpoint::generate, R"({"text": "hi", "input_ids": [1, 2]})");
+  ASSERT_TRUE(both);  // /generate with a text beside the ids: the full parse reads both
+  EXPECT_EQ(both->prompt_text, "hi");
+  EXPECT_EQ(both->prompt_token_ids, (std::vector<std::uint32_t>{1, 2}));
+}
+
+}  // namespace
+}  // namespace kvr

@@ -1,0 +1,70 @@
+#include "core/prompt/token_id_array.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <random>
+#include <string>
+
+namespace kvr {
+namespace {
+
+std::vector<std::uint32_t> ids_of(std::string_view text) {
+  std::vector<std::uint32_t> ids;
+  EXPECT_TRUE(read_token_id_array(text, ids)) << text;
+  return ids;
+}
+
+bool declines(std::string_view text) {
+  std::vector<std::uint32_t> ids;
+  return !read_token_id_array(text, ids);
+}
+
+TEST(token_id_array, reads_ids_of_every_width_as_a_json_parser_does_whatever_the_whitespace) {
+  std::mt19937_64 rng(7);
+  for (const char* separator : {",", ", ", " ,\n\t", "\r\n,  "}) {
+    for (int round = 0; round < 200; ++round) {
+      std::vector<std::uint32_t> expected;
+      std::string text = round % 2 ? "[" : "[ ";
+      const int count = 1 + static_cast<int>(rng() % 40);
+      for (int i = 0; i < count; ++i) {
+        const int digits = 1 + static_cast<int>(rng() % 10);  // 1..10 digits, from 0 up to 2^32-1
+        std::uint64_t value = rng() % 10;
+        for (int d = 1; d < digits; ++d) value = value * 10 + rng() % 10;
+        if (digits > 1 && value < 10) value += 10;  // no leading zero: at least two digits
+        value = std::min<std::uint64_t>(value, UINT32_MAX);
+        expected.push_back(static_cast<std::uint32_t>(value));
+        if (i > 0) text += separator;
+        text += std::to_string(value);
+      }
+      text += round % 3 ? "]" : " ]";
+      EXPECT_EQ(ids_of(text), expected) << text;
+      EXPECT_EQ(nlohmann::json::parse(text).get<std::vector<std::uint32_t>>(), expected) << text;
+    }
+  }
+}
+
+TEST(token_id_array, appends_to_what_the_vector_holds) {
+  std::vector<std::uint32_t> ids{9};
+  ASSERT_TRUE(read_token_id_array("[0,10,4294967295]", ids));
+  EXPECT_EQ(ids, (std::vector<std::uint32_t>{9, 0, 10, 4294967295u}));
+}
+
+TEST(token_id_array, declines_every_other_form_for_the_full_parse_to_judge) {
+  for (const char* text : {"", "[", "]", "[]", "[ ]", "1", "[1", "[1,", "[1,]", "[,1]", "[1 2]", "[1]x", "[1] ", " [1]",
+                           "[01]", "[00]", "[-1]", "[+1]", "[1.0]", "[1e3]", "[1E3]", "[\"1\"]", "[[1]]", "[1,[2]]",
+                           "[null]", "[true]", "[4294967296]", "[9999999999]", "[12345678901]", "[123456789012345678901234]",
+                           "[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,2a]", "[100000000,200000000,3000000000x]"}) {
+    EXPECT_TRUE(declines(text)) << text;
+  }
+}
+
+TEST(token_id_array, an_id_ending_exactly_at_eight_bytes_or_at_the_arrays_end_is_read_whole) {
+  EXPECT_EQ(ids_of("[1234567]"), (std::vector<std::uint32_t>{1234567}));      // the eighth byte is the bracket
+  EXPECT_EQ(ids_of("[12345678]"), (std::vector<std::uint32_t>{12345678}));    // eight digits: read one at a time
+  EXPECT_EQ(ids_of("[123456789,7]"), (std::vector<std::uint32_t>{123456789, 7}));
+  EXPECT_EQ(ids_of("[7,4294967295]"), (std::vector<std::uint32_t>{7, 4294967295u}));
+}
+
+}  // namespace
+}  // namespace kvr
