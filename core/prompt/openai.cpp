@@ -322,7 +322,8 @@ std::expected<bool, api_error> request_parser::read_scanned_envelope(api_endpoin
 }
 
 std::optional<std::expected<routing_request, api_error>> request_parser::parse_token_id_prompt(api_endpoint endpoint,
-                                                                                               std::string_view body) {
+                                                                                               std::string_view body,
+                                                                                               std::size_t capacity) {
   std::string_view prompt_key;
   if (endpoint == api_endpoint::completions) prompt_key = "prompt";
   else if (endpoint == api_endpoint::generate) prompt_key = "input_ids";
@@ -341,7 +342,9 @@ std::optional<std::expected<routing_request, api_error>> request_parser::parse_t
   }
   routing_request request;
   request.endpoint = endpoint;
-  if (prompt == nullptr || !read_token_id_array(prompt->value, request.prompt_token_ids)) return std::nullopt;
+  if (prompt == nullptr) return std::nullopt;
+  const auto readable_past = capacity - static_cast<std::size_t>(prompt->value.data() + prompt->value.size() - body.data());
+  if (!read_token_id_array(prompt->value, request.prompt_token_ids, readable_past)) return std::nullopt;
   auto has_prompt = read_scanned_envelope(endpoint, request);
   if (!has_prompt) return std::unexpected(has_prompt.error());
   if (auto missing = check_required(request, true); !missing) return std::unexpected(missing.error());
@@ -352,7 +355,7 @@ std::optional<std::expected<routing_request, api_error>> request_parser::parse_t
 std::expected<routing_request, api_error> request_parser::parse(api_endpoint endpoint, std::string_view body,
                                                                 std::size_t capacity) {
   if (capacity < body.size() + SIMDJSON_PADDING) return bad_json("internal: body buffer lacks padding");
-  if (auto read = parse_token_id_prompt(endpoint, body)) return std::move(*read);
+  if (auto read = parse_token_id_prompt(endpoint, body, capacity)) return std::move(*read);
   return parse_walking(endpoint, body, capacity);
 }
 

@@ -118,7 +118,8 @@ class request_parser {
 
  private:
   /// The shortcut of `parse`; nothing if the body does not qualify.
-  std::optional<std::expected<routing_request, api_error>> parse_token_id_prompt(api_endpoint endpoint, std::string_view body);
+  std::optional<std::expected<routing_request, api_error>> parse_token_id_prompt(api_endpoint endpoint, std::string_view body,
+                                                                                 std::size_t capacity);
   /// Reads `model`, `stream` and `user` of the members last scanned; true if the endpoint's
   /// prompt (`messages` or `prompt`) is among them.
   std::expected<bool, api_error> read_scanned_envelope(api_endpoint endpoint, routing_request& request);

@@ -1,8 +1,13 @@
 #include "core/prompt/token_id_array.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <limits>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace kvr {
 namespace {
@@ -12,15 +17,15 @@ constexpr std::uint64_t repeated(std::uint8_t byte) { return 0x0101010101010101u
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-/// The value of the `length` (1..8) digits in the low bytes of `digits`, one 0..9 per byte, the
-/// most significant first in memory (the lowest byte). Shifted so that zeros lead, the digits
-/// combine pairwise, then in fours, then all eight: three multiplications instead of eight.
-std::uint32_t digits_value(std::uint64_t digits, unsigned length) {
-  digits <<= 8 * (8 - length);
-  digits = (digits * 10 + (digits >> 8)) & 0x00FF00FF00FF00FFull;
-  digits = (digits * 100 + (digits >> 16)) & 0x0000FFFF0000FFFFull;
-  digits = (digits * 10000 + (digits >> 32)) & 0xFFFFFFFFull;
-  return static_cast<std::uint32_t>(digits);
+/// The value of eight digits, one 0..9 per byte, the most significant first in memory (the
+/// lowest byte); fewer digits are shifted up first, so that zeros lead. The digits combine
+/// pairwise, then in fours, then all eight, each step one multiplication: by 1 + 10 * 2^8, a
+/// byte gains ten times the byte below it (the more significant digit); 1 + 100 * 2^16 and
+/// 1 + 10000 * 2^32 do the same to pairs and fours.
+std::uint32_t digits_value(std::uint64_t digits) {
+  digits = ((digits * (1 + (10ull << 8))) >> 8) & 0x00FF00FF00FF00FFull;
+  digits = ((digits * (1 + (100ull << 16))) >> 16) & 0x0000FFFF0000FFFFull;
+  return static_cast<std::uint32_t>((digits * (1 + (10000ull << 32))) >> 32);
 }
 
 /// Reads the integer at `p` (before `end`) into `id` and moves `p` past it; false if there is
@@ -36,7 +41,7 @@ bool read_id(const char*& p, const char* end, std::uint32_t& id) {
     if (not_digit != 0) {
       const unsigned length = static_cast<unsigned>(std::countr_zero(not_digit)) / 8;
       if (length == 0 || (length > 1 && *start == '0')) return false;
-      id = digits_value(digits & ((1ull << (8 * length)) - 1), length);
+      id = digits_value(digits << (64 - 8 * length));
       p += length;
       return true;
     }
@@ -51,12 +56,106 @@ bool read_id(const char*& p, const char* end, std::uint32_t& id) {
   return true;
 }
 
+/// Bits of the 64 bytes at `p` (of `size` readable, up to 64): which are commas, which are
+/// neither commas nor digits (a bit per byte, the first byte lowest).
+struct byte_classes {
+  std::uint64_t commas = 0;
+  std::uint64_t others = 0;
+};
+
+byte_classes classify(const char* p, std::size_t size) {
+  byte_classes classes;
+  std::size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i comma = _mm_set1_epi8(','), zero = _mm_set1_epi8('0'), nine = _mm_set1_epi8('9');
+  for (; i + 16 <= size; i += 16) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i));
+    // A digit is '0'..'9': (byte - '0') <= 9 unsigned, as max(byte, '0') == byte && min(byte, '9') == byte.
+    const __m128i digit = _mm_and_si128(_mm_cmpeq_epi8(_mm_max_epu8(bytes, zero), bytes), _mm_cmpeq_epi8(_mm_min_epu8(bytes, nine), bytes));
+    const __m128i is_comma = _mm_cmpeq_epi8(bytes, comma);
+    const auto commas = static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(is_comma)));
+    const auto digits = static_cast<std::uint64_t>(static_cast<unsigned>(_mm_movemask_epi8(digit)));
+    classes.commas |= commas << i;
+    classes.others |= (~(commas | digits) & 0xffffull) << i;
+  }
+#endif
+  for (; i < size; ++i) {
+    const std::uint64_t bit = 1ull << i;
+    if (p[i] == ',') classes.commas |= bit;
+    else if (!is_digit(p[i])) classes.others |= bit;
+  }
+  return classes;
+}
+
+/// The id of the `length` (> 8) digits at `begin`: one at a time; false past 2^32-1.
+bool long_id(const char* begin, std::size_t length, std::uint32_t& id) {
+  if (length > 10) return false;
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < length; ++i) value = value * 10 + static_cast<unsigned>(begin[i] - '0');
+  if (value > std::numeric_limits<std::uint32_t>::max()) return false;
+  id = static_cast<std::uint32_t>(value);
+  return true;
+}
+
+/// The common form without whitespace (`[1,22,333]`, what JSON.stringify and most clients
+/// write), read in two passes: the commas of 64 bytes at a time become a bitmask (and any other
+/// byte declines), then the ids between them are converted independently of one another, so
+/// that the next id's position never waits on this one's digits. Each id is one unaligned load
+/// shifted so that its digits end at the top (the bytes after it fall out, zeros lead):
+/// `value` must be readable `padding` bytes past its end, or the last ids go one at a time.
+bool read_compact(std::string_view value, std::size_t padding, std::vector<std::uint32_t>& out) {
+  const std::string_view inside = value.substr(1, value.size() - 2);  // between the brackets
+  if (inside.empty() || !is_digit(inside.front()) || !is_digit(inside.back())) return false;
+  thread_local std::vector<std::uint64_t> comma_masks;
+  comma_masks.clear();
+  std::size_t ids = 1;
+  std::uint64_t previous_top = 0;  // the last byte of the previous 64 was a comma
+  for (std::size_t at = 0; at < inside.size(); at += 64) {
+    const auto classes = classify(inside.data() + at, std::min<std::size_t>(64, inside.size() - at));
+    if (classes.others != 0 || (classes.commas & ((classes.commas << 1) | previous_top)) != 0) return false;
+    previous_top = classes.commas >> 63;
+    ids += static_cast<std::size_t>(std::popcount(classes.commas));
+    comma_masks.push_back(classes.commas);
+  }
+  const std::size_t first = out.size();
+  out.resize(first + ids);
+  std::uint32_t* next = out.data() + first;
+  const char* const loadable = value.data() + value.size() + padding - 8;  // the last 8-byte load's start
+  const char* begin = inside.data();
+  std::uint64_t leading_zero = 0;  // an id of two digits or more began with 0
+  const auto convert = [&](const char* end) {
+    const auto length = static_cast<std::size_t>(end - begin);
+    if (length > 8 || begin > loadable) [[unlikely]] {
+      if (!long_id(begin, length, *next)) return false;
+      leading_zero |= static_cast<std::uint64_t>(length > 1 && *begin == '0');
+    } else {
+      std::uint64_t word = 0;
+      std::memcpy(&word, begin, 8);
+      const std::uint64_t digits = (word ^ repeated('0')) << (64 - 8 * length);
+      leading_zero |= static_cast<std::uint64_t>(length > 1 && (word & 0xff) == '0');
+      *next = digits_value(digits);
+    }
+    ++next;
+    begin = end + 1;
+    return true;
+  };
+  for (std::size_t block = 0; block < comma_masks.size(); ++block) {
+    const char* const base = inside.data() + block * 64;
+    for (std::uint64_t mask = comma_masks[block]; mask != 0; mask &= mask - 1)
+      if (!convert(base + std::countr_zero(mask))) return false;
+  }
+  return convert(inside.data() + inside.size()) && leading_zero == 0;
+}
+
 }  // namespace
 
-bool read_token_id_array(std::string_view value, std::vector<std::uint32_t>& out) {
+bool read_token_id_array(std::string_view value, std::vector<std::uint32_t>& out, std::size_t padding) {
+  if (value.size() < 3 || value.front() != '[' || value.back() != ']') return false;
+  const std::size_t first = out.size();
+  if (read_compact(value, padding, out)) return true;
+  out.resize(first);  // whitespace, or something to decline: one id at a time
   const char* p = value.data();
   const char* const end = p + value.size();
-  if (p == end || *p != '[') return false;
   ++p;
   out.reserve(out.size() + value.size() / 4 + 8);  // ids of up to five digits and a comma: no regrowth
   for (;;) {

@@ -8,6 +8,7 @@
 /// leading zero, no fraction or exponent), and declines everything else, so that a caller falls
 /// back to the full parse for the rest and its errors stay that parse's.
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -16,7 +17,9 @@ namespace kvr {
 
 /// Appends the ids of `value` (a JSON value's bytes, nothing around it) to `out` and returns
 /// true if `value` is a non-empty array of token ids in the form above; returns false
-/// otherwise, `out` then holding an unspecified prefix of them.
-[[nodiscard]] bool read_token_id_array(std::string_view value, std::vector<std::uint32_t>& out);
+/// otherwise, `out` then holding an unspecified prefix of them. Where `value` is readable
+/// `padding` bytes past its end (a body in a buffer with simdjson's padding), every id is read
+/// with one eight-byte load; without, the last few go a byte at a time.
+[[nodiscard]] bool read_token_id_array(std::string_view value, std::vector<std::uint32_t>& out, std::size_t padding = 0);
 
 }  // namespace kvr

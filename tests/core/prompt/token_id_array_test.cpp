@@ -66,5 +66,28 @@ TEST(token_id_array, an_id_ending_exactly_at_eight_bytes_or_at_the_arrays_end_is
   EXPECT_EQ(ids_of("[7,4294967295]"), (std::vector<std::uint32_t>{7, 4294967295u}));
 }
 
+TEST(token_id_array, two_commas_in_a_row_are_declined_wherever_they_fall_against_the_64_byte_blocks) {
+  for (std::size_t at = 2; at < 140; at += 2) {
+    std::string inside;
+    for (int i = 0; i < 80; ++i) inside += "1,";
+    inside.pop_back();
+    inside.insert(at - 1, ",");  // after the comma at `at - 1`: ",," across every block boundary in turn
+    EXPECT_TRUE(declines("[" + inside + "]")) << at;
+  }
+}
+
+TEST(token_id_array, reads_the_same_with_or_without_padding_past_the_array) {
+  std::string text = "[1,22,333,4444,55555,666666,7777777,88888888,999999999,4294967295]";
+  const std::vector<std::uint32_t> expected{1, 22, 333, 4444, 55555, 666666, 7777777, 88888888, 999999999, 4294967295u};
+  EXPECT_EQ(ids_of(text), expected);
+  text.reserve(text.size() + 64);
+  std::vector<std::uint32_t> padded;
+  ASSERT_TRUE(read_token_id_array(text, padded, text.capacity() - text.size()));
+  EXPECT_EQ(padded, expected);
+  std::vector<std::uint32_t> leading_zero;
+  EXPECT_FALSE(read_token_id_array("[1,2,03]", leading_zero, 0));
+  EXPECT_FALSE(read_token_id_array("[0012345678,2]", leading_zero, 0));
+}
+
 }  // namespace
 }  // namespace kvr
