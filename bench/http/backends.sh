@@ -3,6 +3,8 @@
 # through the `pids` array.
 #   start_nginx WORK PORT
 #   start_haproxy WORK PORT BACKEND_PORT   (sets haproxy_pid)
+# A caller that sets the array `backend_pin` (e.g. `(taskset -c 0)`) runs both under it.
+[ -n "${backend_pin+set}" ] || backend_pin=()
 
 start_nginx() {
   local work=$1 port=$2
@@ -26,7 +28,7 @@ http {
   }
 }
 NGINX
-  nginx -c "$work/nginx.conf" -p "$work" &
+  "${backend_pin[@]}" nginx -c "$work/nginx.conf" -p "$work" &
   pids+=($!)
 }
 
@@ -49,7 +51,7 @@ backend workers
   balance roundrobin
   server w0 127.0.0.1:$backend
 HAPROXY
-  haproxy -f "$work/haproxy.cfg" -db >"$work/haproxy.log" 2>&1 &
+  "${backend_pin[@]}" haproxy -f "$work/haproxy.cfg" -db >"$work/haproxy.log" 2>&1 &
   pids+=($!)
   haproxy_pid=$!
 }

@@ -15,6 +15,10 @@
 #
 #   bench/http/mode_cost_bench.sh [SECONDS per run, default 5] [CONNECTIONS, default 16] [ROUNDS, default 3]
 #   KVR_CPUS=0 or 0,1: pin kvrouter to those cores (taskset), for the scaling figure
+#   KVR_ALL_CPUS=0 or 0,1: pin everything (kvrouter, nginx, HAProxy, wrk) to those cores: the
+#     whole stack on N cores, so that the load generator and the backend take the same share
+#     of the router's cores at 1 core as at 2 (with KVR_CPUS alone they have a core to
+#     themselves at 1 and share at 2)
 #   KVR_FLAGS="...": more kvrouter flags (e.g. "--threads 2 --actor-threads 2")
 #   KVR_BODIES="tiny ids prose", KVR_TARGETS="haproxy rr kv": a subset
 #   KVR_HOLD=SECONDS: start everything, print the PIDs and the work dir, wait, exit (for perf)
@@ -29,8 +33,9 @@ kvrouter=${KVROUTER:-$repo/build/kvrouter}
 bodies=${KVR_BODIES:-tiny ids prose}
 targets=${KVR_TARGETS:-haproxy rr kv}
 router_flags=${KVR_FLAGS:---threads 1 --actor-threads 1 --hashers 1}
-pin=()
+pin=() backend_pin=()
 [ -n "${KVR_CPUS:-}" ] && pin=(taskset -c "$KVR_CPUS")
+[ -n "${KVR_ALL_CPUS:-}" ] && pin=(taskset -c "$KVR_ALL_CPUS") backend_pin=(taskset -c "$KVR_ALL_CPUS")
 for tool in wrk haproxy nginx; do
   command -v $tool >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk haproxy nginx-light >/dev/null
 done
@@ -95,7 +100,7 @@ cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 run() {
   local port=$1 pid=$2 script=$3 before after out requests non2xx
   before=$(cpu "$pid")
-  out=$(wrk -t1 -c"$connections" -d"${seconds}s" -s "$work/$script.lua" "http://127.0.0.1:$port")
+  out=$("${backend_pin[@]}" wrk -t1 -c"$connections" -d"${seconds}s" -s "$work/$script.lua" "http://127.0.0.1:$port")
   after=$(cpu "$pid")
   requests=$(awk '/requests in/ {print $1}' <<<"$out")
   non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
@@ -118,7 +123,7 @@ for round in $(seq "$rounds"); do
 done
 
 echo "## CPU-us per request (requests/s), wrk -t1 -c$connections -d${seconds}s, $rounds rounds, medians"
-echo "kvrouter flags: $router_flags${KVR_CPUS:+, pinned to CPUs $KVR_CPUS}"
+echo "kvrouter flags: $router_flags${KVR_CPUS:+, pinned to CPUs $KVR_CPUS}${KVR_ALL_CPUS:+, everything pinned to CPUs $KVR_ALL_CPUS}"
 echo
 header="| body |" rule="|---|"
 for target in $targets; do
