@@ -76,12 +76,12 @@ const option_table<options>& serving_options() {
     t.push_back(text<options>("--host", "ADDRESS", "listen address", [](auto& o) -> auto& { return o.serve.http.host; }, true));
     t.push_back(integer<options>("--port", "PORT", "listen port; 0 picks a free one (printed at start)",
                                  [](auto& o) -> auto& { return o.serve.http.port; }, 0, 65535));
-    t.push_back(integer<options>("--threads", "N", "HTTP I/O threads; 0 = one per core",
+    t.push_back(integer<options>("--threads", "N", "HTTP I/O threads; 0 = one per core it may run on (CPU affinity)",
                                  [](auto& o) -> auto& { return o.serve.http.threads; }, 0, 256));
-    t.push_back(integer<options>("--actor-threads", "N", "CAF scheduler threads (hashing, scoring); 0 = one per core",
+    t.push_back(integer<options>("--actor-threads", "N", "CAF scheduler threads (hashing, scoring); 0 = one per core it may run on (CPU affinity)",
                                  [](auto& o) -> auto& { return o.serve.actor_threads; }, 0, 256));
     t.push_back(integer<options>("--hashers", "N",
-                                 "hasher actors per worker set (only where prefix overlap is scored); 0 = one per core",
+                                 "hasher actors per worker set (only where prefix overlap is scored); 0 = one per core it may run on (CPU affinity)",
                                  [](auto& o) -> auto& { return o.serve.pipeline.hashers; }, 0, 256));
     t.push_back(integer<options>("--max-body-bytes", "N", "larger request bodies get 413",
                                  [](auto& o) -> auto& { return o.serve.http.max_body_bytes; }, 1, std::uint64_t{1} << 40));

@@ -128,7 +128,7 @@ int run_serve(const options& options) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t cores = usable_cores();
   const std::size_t actor_threads = serve.actor_threads == 0 ? cores : serve.actor_threads;
   caf::actor_system_config caf_config;
   configure_actor_system(caf_config, actor_threads);

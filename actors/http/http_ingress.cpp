@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "actors/http/set_metrics.hpp"
+#include "actors/pipeline/runtime.hpp"
 #include "actors/tls/worker_tls.hpp"
 
 namespace kvr {
@@ -116,7 +117,7 @@ http_ingress::http_ingress(ingress_settings settings) : impl_(std::make_unique<i
   impl_->settings = std::move(settings);
   impl_->instance_tag = (std::uint64_t{std::random_device{}()} << 32 | std::random_device{}()) & 0xffffffffffull;
   std::size_t n = impl_->settings.threads;
-  if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
+  if (n == 0) n = usable_cores();
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(impl_->settings.host, ec);
   if (ec) throw std::runtime_error(fmt::format("invalid listen address {}", impl_->settings.host));

@@ -1,6 +1,10 @@
 #include "actors/pipeline/runtime.hpp"
 
+#include <sched.h>
+
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "messages/type_ids.hpp"
 
@@ -16,6 +20,13 @@ void configure_actor_system(caf::actor_system_config& config, std::size_t thread
   // took the kv router from 1900 to 1300 CPU-us per request (docs/benchmarks.md).
   config.set("work-stealing.aggressive-poll-attempts", 10);
   config.set("work-stealing.moderate-poll-attempts", 0);
+}
+
+std::size_t usable_cores() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) return std::max(1, CPU_COUNT(&allowed));
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 }  // namespace kvr

@@ -12,4 +12,9 @@ namespace kvr {
 /// steady trickle of messages (KV events, requests) does not keep a core busy polling.
 void configure_actor_system(caf::actor_system_config& config, std::size_t threads);
 
+/// The cores this process may run on: its CPU affinity (`taskset`, a container's cpuset), not
+/// every core the machine has, which std::thread::hardware_concurrency counts. Thread-count
+/// defaults (I/O threads, actor threads, hashers, KV decoders) size from this.
+[[nodiscard]] std::size_t usable_cores();
+
 }  // namespace kvr

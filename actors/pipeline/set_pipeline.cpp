@@ -10,6 +10,7 @@
 
 #include "actors/pipeline/hasher.hpp"
 #include "actors/pipeline/media_fetcher.hpp"
+#include "actors/pipeline/runtime.hpp"
 #include "actors/pipeline/scorer.hpp"
 #include "actors/replica/replica_hub.hpp"
 #include "actors/sources/engine_scraper.hpp"
@@ -136,7 +137,7 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
     }
     set.fetches_media = resources->fetcher != nullptr;
     resources_fetcher = resources->fetcher;
-    const std::size_t hashers = serve.hashers != 0 ? serve.hashers : std::max(1u, std::thread::hardware_concurrency());
+    const std::size_t hashers = serve.hashers != 0 ? serve.hashers : usable_cores();
     for (std::size_t i = 0; i < hashers; ++i)
       set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, *resources));
   }

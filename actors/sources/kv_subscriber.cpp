@@ -9,6 +9,7 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "actors/pipeline/runtime.hpp"
 #include "core/kv/kv_wire.hpp"
 #include "core/kv/stored_block_hashes.hpp"
 
@@ -300,7 +301,7 @@ std::size_t kv_decoder_threads(std::size_t requested, std::size_t publishers, bo
   if (publishers == 0) return 0;
   if (bind_mode) return 1;  // one bound socket: its messages arrive in one queue
   if (requested != 0) return std::min(requested, publishers);
-  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t cores = usable_cores();
   return std::clamp<std::size_t>((publishers + 31) / 32, 1, std::max<std::size_t>(1, cores / 4));
 }
 

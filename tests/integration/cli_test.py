@@ -5,7 +5,7 @@ answers --help (exit 0); serving without any worker is an error that says what i
 does with each kind of prompt and warns about paths that route on load alone; --tokenizer takes a
 HuggingFace model directory; explain checks the tokenizers serving would load; worker specs take
 the config file's key names, and the older kv= / dp= with a warning; kv-dump fails on an endpoint
-it never connected to.
+it never connected to; thread pools default to the cores the process may run on (taskset).
 Usage: cli_test.py PATH/TO/kvrouter"""
 import json
 import os
@@ -66,6 +66,30 @@ try:
     f.check(status == 200, "and serves")
 finally:
     worker.stop()
+
+
+def started_thread_counts(*prefix):
+    """The thread counts kvrouter prints at start, run under `prefix` (e.g. taskset) with its defaults."""
+    proc = subprocess.Popen([*prefix, kvrouter, "--model", "m", "--worker", "http://127.0.0.1:9", "--host", "127.0.0.1",
+                             "--port", "0"], stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:
+            if "I/O threads" in line:
+                return line.strip()
+        return ""
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+if shutil.which("taskset"):
+    line = started_thread_counts("taskset", "-c", "0")
+    f.check("1 I/O threads, 1 actor threads, 1 hashers" in line,
+            f"pinned to one core, the defaults size every pool to that core, not the machine's ({line})")
+allowed = len(os.sched_getaffinity(0))
+line = started_thread_counts()
+f.check(f"{allowed} I/O threads, {allowed} actor threads, {allowed} hashers" in line,
+        f"unpinned, one of each per core it may run on ({allowed}: {line})")
 empty = tempfile.mkdtemp()
 code, out = run("--model", "m", "--worker", "http://127.0.0.1:9", "--port", "0", "--tokenizer", empty)
 f.check(code == 2 and f"the model directory {empty} has no tokenizer.json" in out,
