@@ -13,13 +13,14 @@ namespace kvr {
 void configure_actor_system(caf::actor_system_config& config, std::size_t threads) {
   config.add_message_types<caf::id_block::kvr>();
   config.set("scheduler.max-threads", threads);
-  // CAF 0.17's defaults poll 100 times aggressively, then 500 times with 50 us sleeps before
-  // an idle worker blocks: at a few thousand messages per second that is a busy core. Each of
-  // those sleeps is a context switch, dear in a VM: a worker with nothing to do polls ten times
-  // and then waits on its condition variable (woken by the next job). At 200 requests/s this
-  // took the kv router from 1900 to 1300 CPU-us per request (docs/benchmarks.md).
-  config.set("work-stealing.aggressive-poll-attempts", 10);
-  config.set("work-stealing.moderate-poll-attempts", 0);
+  // One queue for every worker, each idle worker blocked on its condition variable until a job
+  // comes (CAF's work-sharing policy). Work stealing, CAF's default, gives every worker a queue
+  // of its own and spreads jobs from outside CAF (the I/O threads) over them in turn: a job put
+  // behind a busy worker waits there while an idle one sleeps, woken only by its own queue or
+  // every 10 ms to steal (polling more often costs a context switch per poll in a VM). With one
+  // queue, requests no longer wait behind another's tokenizing: kv chats on two cores went 8%
+  // faster, token-id completions on one actor thread 15-30% (docs/benchmarks.md, "The scheduler").
+  config.set("scheduler.policy", caf::atom("sharing"));
 }
 
 std::size_t usable_cores() {

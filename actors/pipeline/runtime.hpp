@@ -8,8 +8,9 @@
 namespace kvr {
 
 /// Registers kvrouter's message types and sizes the scheduler: `threads` workers (0.17 would
-/// otherwise start max(4, cores)), and short spinning before an idle worker sleeps, so that a
-/// steady trickle of messages (KV events, requests) does not keep a core busy polling.
+/// otherwise start max(4, cores)) sharing one queue, an idle worker asleep until a job comes, so
+/// that any free worker takes the next job and a steady trickle of messages (KV events,
+/// requests) does not keep a core busy polling.
 void configure_actor_system(caf::actor_system_config& config, std::size_t threads);
 
 /// The cores this process may run on: its CPU affinity (`taskset`, a container's cpuset), not
