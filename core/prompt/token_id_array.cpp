@@ -98,53 +98,48 @@ bool long_id(const char* begin, std::size_t length, std::uint32_t& id) {
 }
 
 /// The common form without whitespace (`[1,22,333]`, what JSON.stringify and most clients
-/// write), read in two passes: the commas of 64 bytes at a time become a bitmask (and any other
-/// byte declines), then the ids between them are converted independently of one another, so
-/// that the next id's position never waits on this one's digits. Each id is one unaligned load
-/// shifted so that its digits end at the top (the bytes after it fall out, zeros lead):
-/// `value` must be readable `padding` bytes past its end, or the last ids go one at a time.
+/// write), read in two passes: the commas of 64 bytes at a time become a bitmask (any other byte
+/// declines) and their positions a list; then each id, between two of them, is converted on its
+/// own, in a loop whose every round does the same work, so that rounds overlap rather than wait
+/// on the last id's digits. Each id is one unaligned load shifted so that its digits end at the
+/// top (the bytes after it fall out, zeros lead): `value` must be readable `padding` bytes past
+/// its end, or the last ids go one at a time.
 bool read_compact(std::string_view value, std::size_t padding, std::vector<std::uint32_t>& out) {
   const std::string_view inside = value.substr(1, value.size() - 2);  // between the brackets
   if (inside.empty() || !is_digit(inside.front()) || !is_digit(inside.back())) return false;
-  thread_local std::vector<std::uint64_t> comma_masks;
-  comma_masks.clear();
-  std::size_t ids = 1;
+  thread_local std::vector<std::uint32_t> ends;  // where each id ends: its comma, or the bracket
+  ends.clear();
+  ends.reserve(inside.size() / 2 + 1);
   std::uint64_t previous_top = 0;  // the last byte of the previous 64 was a comma
   for (std::size_t at = 0; at < inside.size(); at += 64) {
     const auto classes = classify(inside.data() + at, std::min<std::size_t>(64, inside.size() - at));
     if (classes.others != 0 || (classes.commas & ((classes.commas << 1) | previous_top)) != 0) return false;
     previous_top = classes.commas >> 63;
-    ids += static_cast<std::size_t>(std::popcount(classes.commas));
-    comma_masks.push_back(classes.commas);
+    for (std::uint64_t mask = classes.commas; mask != 0; mask &= mask - 1)
+      ends.push_back(static_cast<std::uint32_t>(at + static_cast<std::size_t>(std::countr_zero(mask))));
   }
+  ends.push_back(static_cast<std::uint32_t>(inside.size()));
   const std::size_t first = out.size();
-  out.resize(first + ids);
-  std::uint32_t* next = out.data() + first;
+  out.resize(first + ends.size());
+  std::uint32_t* const ids = out.data() + first;
+  const char* const text = inside.data();
   const char* const loadable = value.data() + value.size() + padding - 8;  // the last 8-byte load's start
-  const char* begin = inside.data();
   std::uint64_t leading_zero = 0;  // an id of two digits or more began with 0
-  const auto convert = [&](const char* end) {
-    const auto length = static_cast<std::size_t>(end - begin);
-    if (length > 8 || begin > loadable) [[unlikely]] {
-      if (!long_id(begin, length, *next)) return false;
-      leading_zero |= static_cast<std::uint64_t>(length > 1 && *begin == '0');
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i < ends.size(); ++i) {
+    const std::size_t length = ends[i] - begin;
+    if (length > 8 || text + begin > loadable) [[unlikely]] {
+      if (!long_id(text + begin, length, ids[i])) return false;
+      leading_zero |= static_cast<std::uint64_t>(length > 1 && text[begin] == '0');
     } else {
       std::uint64_t word = 0;
-      std::memcpy(&word, begin, 8);
-      const std::uint64_t digits = (word ^ repeated('0')) << (64 - 8 * length);
+      std::memcpy(&word, text + begin, 8);
       leading_zero |= static_cast<std::uint64_t>(length > 1 && (word & 0xff) == '0');
-      *next = digits_value(digits);
+      ids[i] = digits_value((word ^ repeated('0')) << (64 - 8 * length));
     }
-    ++next;
-    begin = end + 1;
-    return true;
-  };
-  for (std::size_t block = 0; block < comma_masks.size(); ++block) {
-    const char* const base = inside.data() + block * 64;
-    for (std::uint64_t mask = comma_masks[block]; mask != 0; mask &= mask - 1)
-      if (!convert(base + std::countr_zero(mask))) return false;
+    begin = ends[i] + 1;
   }
-  return convert(inside.data() + inside.size()) && leading_zero == 0;
+  return leading_zero == 0;
 }
 
 }  // namespace
