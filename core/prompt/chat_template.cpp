@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/common/json_parse.hpp"
+
 namespace kvr {
 
 namespace {
@@ -71,7 +73,7 @@ jinja::value normalize_messages(const ordered_json& messages, bool keep_content_
 }
 
 ordered_json parse_field(std::string_view text, const char* what) {
-  ordered_json parsed = ordered_json::parse(text, nullptr, false);
+  ordered_json parsed = parse_ordered_json(text);
   if (parsed.is_discarded()) throw std::invalid_argument(std::string(what) + " is not valid JSON");
   return parsed;
 }

@@ -2,7 +2,8 @@
 // upload request body (read in full, and as the envelope sets that read no prompt take), through what
 // kvrouter does with a body before it reaches a worker: the shape check, the routing inputs (the
 // token-id shortcut held to the full parse), the prompt plan, the chat template (ChatML, with
-// tools and kwargs) and the Qwen3 tokenizer.
+// tools and kwargs; its JSON read through simdjson, held to nlohmann's own parser) and the Qwen3
+// tokenizer.
 // Whatever the bytes, each step returns a value or an error; ASan, UBSan and -malloc_limit_mb
 // catch the rest (deep nesting included: a body the shape check passes is walked recursively).
 // The bytes, as text, are also split by the hand-written pre-tokenizer of each known pattern
@@ -18,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/common/json_parse.hpp"
 #include "core/common/multipart.hpp"
 #include "core/prompt/chat_template.hpp"
 #include "core/prompt/openai.hpp"
@@ -110,6 +112,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (line != std::string_view::npos) {
     const auto boundary = kvr::multipart_boundary(bytes.substr(0, line));
     (void)kvr::multipart_field(bytes.substr(line + 1), boundary ? *boundary : std::string_view("B"), "model");
+  }
+  // As JSON for the chat template: simdjson's reading into nlohmann's tree is nlohmann's own.
+  {
+    const auto ours = kvr::parse_ordered_json(bytes);
+    const auto theirs = nlohmann::ordered_json::parse(bytes, nullptr, false);
+    if (ours.is_discarded() != theirs.is_discarded() || (!theirs.is_discarded() && ours.dump() != theirs.dump())) {
+      std::fprintf(stderr, "parse_ordered_json disagrees with nlohmann's parser\n");
+      std::abort();
+    }
   }
   // As a prompt's value: the token-id reader takes only arrays of integers, each as written.
   std::vector<std::uint32_t> ids;

@@ -45,7 +45,7 @@ case "$target" in
              core/config/worker_spec.cpp core/common/http_url.cpp core/common/json_shape.cpp)
     libs=(-lfmt -lxxhash -lwebp -lcrypto) ;;
   request)
-    sources=(tests/fuzz/request_fuzz.cpp core/prompt/openai.cpp core/prompt/token_id_array.cpp core/prompt/prompt_plan.cpp core/prompt/tokenize_api.cpp core/common/json_top_level.cpp
+    sources=(tests/fuzz/request_fuzz.cpp core/prompt/openai.cpp core/prompt/token_id_array.cpp core/prompt/prompt_plan.cpp core/prompt/tokenize_api.cpp core/common/json_top_level.cpp core/common/json_parse.cpp
              core/common/json_shape.cpp core/common/multipart.cpp
              core/prompt/chat_template.cpp core/prompt/pretokenizer.cpp core/prompt/tokenizer.cpp
              core/prompt/jinja/value.cpp core/prompt/jinja/lexer.cpp
