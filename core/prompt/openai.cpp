@@ -340,9 +340,9 @@ std::optional<std::expected<routing_request, api_error>> request_parser::parse_t
       return std::nullopt;  // a text beside the ids: the full parse reads both
     }
   }
+  if (prompt == nullptr) return std::nullopt;
   routing_request request;
   request.endpoint = endpoint;
-  if (prompt == nullptr) return std::nullopt;
   const auto readable_past = capacity - static_cast<std::size_t>(prompt->value.data() + prompt->value.size() - body.data());
   if (!read_token_id_array(prompt->value, request.prompt_token_ids, readable_past)) return std::nullopt;
   auto has_prompt = read_scanned_envelope(endpoint, request);

@@ -28,6 +28,17 @@ std::uint32_t digits_value(std::uint64_t digits) {
   return static_cast<std::uint32_t>((digits * (1 + (10000ull << 32))) >> 32);
 }
 
+/// The id of the `length` digits at `begin`, one at a time (past eight, or where an eight-byte
+/// load would overrun); false past 2^32-1.
+bool long_id(const char* begin, std::size_t length, std::uint32_t& id) {
+  if (length > 10) return false;
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < length; ++i) value = value * 10 + static_cast<unsigned>(begin[i] - '0');
+  if (value > std::numeric_limits<std::uint32_t>::max()) return false;
+  id = static_cast<std::uint32_t>(value);
+  return true;
+}
+
 /// Reads the integer at `p` (before `end`) into `id` and moves `p` past it; false if there is
 /// none, or it is written with a leading zero, or it exceeds 2^32-1.
 bool read_id(const char*& p, const char* end, std::uint32_t& id) {
@@ -47,13 +58,9 @@ bool read_id(const char*& p, const char* end, std::uint32_t& id) {
     }
   }
   // Eight digits or more, or the array's last bytes: one at a time, at most ten.
-  std::uint64_t value = 0;
-  while (p < end && is_digit(*p) && p - start <= 10) value = value * 10 + static_cast<unsigned>(*p++ - '0');
-  const auto length = p - start;
-  if (length == 0 || length > 10 || (length > 1 && *start == '0') || value > std::numeric_limits<std::uint32_t>::max())
-    return false;
-  id = static_cast<std::uint32_t>(value);
-  return true;
+  while (p < end && is_digit(*p) && p - start <= 10) ++p;
+  const auto length = static_cast<std::size_t>(p - start);
+  return length != 0 && !(length > 1 && *start == '0') && long_id(start, length, id);
 }
 
 /// Bits of the 64 bytes at `p` (of `size` readable, up to 64): which are commas, which are
@@ -85,16 +92,6 @@ byte_classes classify(const char* p, std::size_t size) {
     else if (!is_digit(p[i])) classes.others |= bit;
   }
   return classes;
-}
-
-/// The id of the `length` (> 8) digits at `begin`: one at a time; false past 2^32-1.
-bool long_id(const char* begin, std::size_t length, std::uint32_t& id) {
-  if (length > 10) return false;
-  std::uint64_t value = 0;
-  for (std::size_t i = 0; i < length; ++i) value = value * 10 + static_cast<unsigned>(begin[i] - '0');
-  if (value > std::numeric_limits<std::uint32_t>::max()) return false;
-  id = static_cast<std::uint32_t>(value);
-  return true;
 }
 
 /// The common form without whitespace (`[1,22,333]`, what JSON.stringify and most clients

@@ -161,6 +161,10 @@ std::expected<routing_request, api_error> parse_envelope(api_endpoint endpoint, 
   return parse(endpoint, std::move(body), &request_parser::parse_envelope);
 }
 
+std::expected<routing_request, api_error> parse_walking(api_endpoint endpoint, std::string body) {
+  return parse(endpoint, std::move(body), &request_parser::parse_walking);
+}
+
 TEST(openai_envelope, reads_model_stream_and_user_and_leaves_the_prompt_unread) {
   std::string ids;
   for (int i = 0; i < 4096; ++i) ids += (i ? "," : "") + std::to_string(100000 + i);
@@ -221,16 +225,6 @@ TEST(openai_envelope, a_field_nested_a_million_deep_is_skipped_or_refused_withou
   auto request = parse_envelope(api_endpoint::other, R"({"model": "m", "x": )" + deep + "}");
   if (request) EXPECT_EQ(request->model, "m");
   else EXPECT_EQ(request.error().code, api_errc::invalid_json);
-}
-
-}  // namespace
-}  // namespace kvr
-
-namespace kvr {
-namespace {
-
-std::expected<routing_request, api_error> parse_walking(api_endpoint endpoint, std::string body) {
-  return parse(endpoint, std::move(body), &request_parser::parse_walking);
 }
 
 TEST(openai_token_ids, a_prompt_of_token_ids_reads_as_the_full_parse_reads_it) {
