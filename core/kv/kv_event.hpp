@@ -19,6 +19,8 @@ struct block_image_hash {
   std::uint64_t hash = 0;   ///< the image's 64-bit hash (same as the request side computes)
   std::int64_t offset = 0;  ///< the image's start relative to the block (engines' offset; may be < 0)
   std::string identifier;   ///< the engine's identifier, as sent (for operators' dumps)
+
+  friend bool operator==(const block_image_hash&, const block_image_hash&) = default;
 };
 
 /// `BlockStored`: the worker cached these full blocks. Engine hashes are opaque identities used
@@ -39,6 +41,8 @@ struct kv_stored {
   /// The router's local hash per block (core/kv/stored_block_hashes), when the decoder thread
   /// computed them; empty: the index computes them. Not on the wire.
   std::vector<std::uint64_t> local_hashes;
+
+  friend bool operator==(const kv_stored&, const kv_stored&) = default;
 };
 
 /// `BlockRemoved`: the worker evicted these blocks.
@@ -46,10 +50,14 @@ struct kv_removed {
   std::vector<std::uint64_t> block_hashes;
   std::string medium;                     ///< storage tier; empty = not sent (GPU)
   std::optional<std::int64_t> group_idx;
+
+  friend bool operator==(const kv_removed&, const kv_removed&) = default;
 };
 
 /// `AllBlocksCleared`: the worker reset its prefix cache.
-struct kv_cleared {};
+struct kv_cleared {
+  friend bool operator==(kv_cleared, kv_cleared) = default;
+};
 
 using kv_event = std::variant<kv_stored, kv_removed, kv_cleared>;
 
@@ -61,6 +69,9 @@ struct kv_batch {
   std::uint32_t unknown_events = 0;     ///< events with a tag this router does not know (skipped)
   std::uint32_t malformed_events = 0;   ///< known events whose fields are wrong (skipped)
   std::string first_error;              ///< what was wrong with the first malformed event
+
+  /// Field by field (a NaN timestamp is unequal to itself, as doubles are).
+  friend bool operator==(const kv_batch&, const kv_batch&) = default;
 };
 
 /// Whether an event's tier is the GPU cache the prefix index models: "GPU" or not sent.

@@ -367,6 +367,12 @@ std::uint64_t image_hash_of_identifier(std::string_view identifier) {
 }
 
 std::expected<void, wire_error> kv_wire_decoder::decode_batch(std::span<const std::uint8_t> payload, kv_batch& out) {
+  if (payload.size() <= max_payload_bytes && decode_common_batch(payload, out)) return {};
+  return decode_batch_any_shape(payload, out);
+}
+
+std::expected<void, wire_error> kv_wire_decoder::decode_batch_any_shape(std::span<const std::uint8_t> payload,
+                                                                       kv_batch& out) {
   out = kv_batch{};
   if (payload.size() > max_payload_bytes)
     return fail(fmt::format("payload of {} bytes exceeds the {}-byte limit", payload.size(), max_payload_bytes));

@@ -2,13 +2,16 @@
 // Whatever the bytes, decoding returns a value or an error, and applying what decoded keeps
 // the index within its bound; AddressSanitizer, UBSan and -malloc_limit_mb catch the rest.
 // Differential: a batch whose local block hashes a decoder thread precomputed must leave a
-// second index exactly as the index that hashed the blocks itself.
+// second index exactly as the index that hashed the blocks itself. And: wherever the common-shape
+// reader accepts the bytes, the general decoder reads the same batch from them.
 
 #include <cstddef>
+#include <bit>
 #include <cstdint>
 
 #include "core/kv/kv_apply.hpp"
 #include "core/kv/kv_wire.hpp"
+#include "core/kv/kv_wire_common_shape.hpp"
 #include "core/kv/stored_block_hashes.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -17,6 +20,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static kvr::prefix_index precomputed_index(4, 4096);
   static kvr::kv_event_counters counters, precomputed_counters;
   const std::span<const std::uint8_t> payload(data, size);
+
+  kvr::kv_batch common, general;
+  if (kvr::decode_common_batch(payload, common)) {
+    if (!decoder.decode_batch_any_shape(payload, general)) __builtin_trap();
+    // Timestamps by their bits: a NaN is what both read, and unequal to itself.
+    if (std::bit_cast<std::uint64_t>(common.timestamp) != std::bit_cast<std::uint64_t>(general.timestamp)) __builtin_trap();
+    common.timestamp = general.timestamp = 0;
+    if (!(common == general)) __builtin_trap();
+  }
 
   kvr::kv_batch batch;
   if (decoder.decode_batch(payload, batch)) {
