@@ -10,6 +10,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -116,27 +117,24 @@ class flat_u64_map {
 
   bool erase(std::uint64_t key) {
     if (key == 0) return std::exchange(has_zero_, false);
-    if (slots_.empty()) return false;
-    std::size_t hole = home(key);
-    while (slots_[hole].key != key) {
-      if (slots_[hole].key == 0) return false;
-      hole = next(hole);
-    }
-    // Backward-shift deletion: pull later entries of the cluster into the hole when the hole
-    // lies on their probe path.
-    for (std::size_t i = next(hole);; i = next(i)) {
-      slot& s = slots_[i];
-      if (s.key == 0) break;
-      const std::size_t ideal = home(s.key);
-      const bool hole_on_path = ((i - ideal) & mask()) >= ((i - hole) & mask());
-      if (hole_on_path) {
-        slots_[hole] = s;
-        hole = i;
-      }
-    }
-    slots_[hole] = slot{};
-    --size_;
+    const std::size_t at = slot_of(key);
+    if (at == npos) return false;
+    erase_slot(at);
     return true;
+  }
+
+  /// Removes `key` and returns its value, if it was there: one probe where `find` and then
+  /// `erase` take two.
+  std::optional<Value> extract(std::uint64_t key) {
+    if (key == 0) {
+      if (!std::exchange(has_zero_, false)) return std::nullopt;
+      return zero_value_;
+    }
+    const std::size_t at = slot_of(key);
+    if (at == npos) return std::nullopt;
+    const Value value = slots_[at].value;
+    erase_slot(at);
+    return value;
   }
 
   /// Calls `fn(key, value&)` for every entry.
@@ -184,6 +182,34 @@ class flat_u64_map {
   };
   static constexpr std::size_t max_load_num = 7;  // grow beyond 70% full
   static constexpr std::size_t max_load_den = 10;
+
+  static constexpr std::size_t npos = ~std::size_t{0};
+
+  /// The slot holding non-zero `key`, or npos.
+  [[nodiscard]] std::size_t slot_of(std::uint64_t key) const {
+    if (slots_.empty()) return npos;
+    for (std::size_t i = home(key);; i = next(i)) {
+      if (slots_[i].key == key) return i;
+      if (slots_[i].key == 0) return npos;
+    }
+  }
+
+  /// Backward-shift deletion: pulls later entries of the cluster into the hole when the hole
+  /// lies on their probe path.
+  void erase_slot(std::size_t hole) {
+    for (std::size_t i = next(hole);; i = next(i)) {
+      slot& s = slots_[i];
+      if (s.key == 0) break;
+      const std::size_t ideal = home(s.key);
+      const bool hole_on_path = ((i - ideal) & mask()) >= ((i - hole) & mask());
+      if (hole_on_path) {
+        slots_[hole] = s;
+        hole = i;
+      }
+    }
+    slots_[hole] = slot{};
+    --size_;
+  }
 
   [[nodiscard]] std::size_t mask() const { return slots_.size() - 1; }
   [[nodiscard]] std::size_t home(std::uint64_t key) const { return static_cast<std::size_t>(Mix{}(key) >> shift_); }

@@ -119,11 +119,14 @@ prefix_index::worker_block prefix_index::add_pair(worker_id worker, std::uint64_
     e.referenced = true;
     return {*existing, e.generation, 0};
   }
-  while (total_blocks_ >= max_blocks_) evict_one();
+  if (total_blocks_ >= max_blocks_) {
+    while (total_blocks_ >= max_blocks_) evict_one();
+    existing = by_sequence_hash_.find(sequence_hash);  // the eviction may have dropped it
+  }
 
   std::uint32_t index;
-  if (const std::uint32_t* found = by_sequence_hash_.find(sequence_hash)) {
-    index = *found;
+  if (existing != nullptr) {
+    index = *existing;
   } else {
     if (!free_entries_.empty()) {
       index = free_entries_.back();
@@ -220,15 +223,12 @@ void prefix_index::apply_removed(worker_id worker, const kv_removed& event) {
   for (std::uint32_t entry_index : scratch_entries_)
     if (entry_index < entries_.size()) by_sequence_hash_.prefetch(entries_[entry_index].sequence_hash);
   for (std::uint64_t hash : event.block_hashes) {
-    const worker_block* ref = state.blocks.find(hash);
-    if (ref == nullptr || !is_live(worker, *ref)) {
+    const std::optional<worker_block> ref = state.blocks.extract(hash);  // stale or live, it goes
+    if (!ref || !is_live(worker, *ref)) {
       ++counters_.unknown_removed;
-      if (ref != nullptr) state.blocks.erase(hash);
       continue;
     }
-    const std::uint32_t entry_index = ref->entry;
-    state.blocks.erase(hash);
-    remove_pair(worker, entry_index);
+    remove_pair(worker, ref->entry);
     ++counters_.removed_blocks;
   }
 }

@@ -8,7 +8,7 @@
 namespace kvr {
 namespace {
 
-TEST(flat_u64_map, behaves_like_unordered_map_under_random_inserts_and_erases) {
+TEST(flat_u64_map, behaves_like_unordered_map_under_random_inserts_erases_and_extracts) {
   std::mt19937_64 rng(7);
   flat_u64_map<std::uint32_t> map;
   std::unordered_map<std::uint64_t, std::uint32_t> reference;
@@ -16,7 +16,7 @@ TEST(flat_u64_map, behaves_like_unordered_map_under_random_inserts_and_erases) {
     // Small keys (including 0) collide on purpose; large keys exercise the mixing.
     const std::uint64_t key = (step % 3 == 0) ? rng() : rng() % 512;
     const auto value = static_cast<std::uint32_t>(rng());
-    switch (rng() % 4) {
+    switch (rng() % 5) {
       case 0:
       case 1:
         map.insert_or_assign(key, value);
@@ -25,6 +25,16 @@ TEST(flat_u64_map, behaves_like_unordered_map_under_random_inserts_and_erases) {
       case 2:
         EXPECT_EQ(map.erase(key), reference.erase(key) == 1);
         break;
+      case 3: {
+        const std::optional<std::uint32_t> extracted = map.extract(key);
+        auto it = reference.find(key);
+        ASSERT_EQ(extracted.has_value(), it != reference.end()) << key;
+        if (extracted) {
+          EXPECT_EQ(*extracted, it->second);
+          reference.erase(it);
+        }
+        break;
+      }
       default: {
         const std::uint32_t* found = map.find(key);
         auto it = reference.find(key);
