@@ -2,20 +2,13 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstring>
 #include <limits>
 #include <string_view>
 
+#include "core/kv/msgpack_view.hpp"
+
 namespace kvr {
 namespace {
-
-template <class T>
-T big_endian_at(const std::uint8_t* p) {
-  T value;
-  std::memcpy(&value, p, sizeof value);
-  if constexpr (std::endian::native == std::endian::little && sizeof(T) > 1) value = std::byteswap(value);
-  return value;
-}
 
 /// The smallest event this reader accepts (`["BlockRemoved", []]`, 15 bytes); bounds how many
 /// events a declared count may reserve room for, as in the general decoder.
@@ -41,10 +34,13 @@ class common_shape_reader {
   bool array(std::uint32_t& n) {
     if (p_ == end_) return false;
     const std::uint8_t marker = *p_;
-    if ((marker & 0xf0) == 0x90) return n = marker & 0x0f, ++p_, true;
-    if (marker == 0xdc && left() >= 3) return n = big_endian_at<std::uint16_t>(p_ + 1), p_ += 3, true;
-    if (marker == 0xdd && left() >= 5) return n = big_endian_at<std::uint32_t>(p_ + 1), p_ += 5, true;
-    return false;
+    std::size_t header = 0;
+    if ((marker & 0xf0) == 0x90) header = 1, n = marker & 0x0f;
+    else if (marker == 0xdc && left() >= 3) header = 3, n = load_big_endian<std::uint16_t>(p_ + 1);
+    else if (marker == 0xdd && left() >= 5) header = 5, n = load_big_endian<std::uint32_t>(p_ + 1);
+    else return false;
+    p_ += header;
+    return true;
   }
 
   /// A string of any width, in place.
@@ -54,8 +50,8 @@ class common_shape_reader {
     std::size_t header = 0, length = 0;
     if ((marker & 0xe0) == 0xa0) header = 1, length = marker & 0x1f;
     else if (marker == 0xd9 && left() >= 2) header = 2, length = p_[1];
-    else if (marker == 0xda && left() >= 3) header = 3, length = big_endian_at<std::uint16_t>(p_ + 1);
-    else if (marker == 0xdb && left() >= 5) header = 5, length = big_endian_at<std::uint32_t>(p_ + 1);
+    else if (marker == 0xda && left() >= 3) header = 3, length = load_big_endian<std::uint16_t>(p_ + 1);
+    else if (marker == 0xdb && left() >= 5) header = 5, length = load_big_endian<std::uint32_t>(p_ + 1);
     else return false;
     if (length > left() - header) return false;
     s = {reinterpret_cast<const char*>(p_ + header), length};
@@ -63,13 +59,16 @@ class common_shape_reader {
     return true;
   }
 
-  /// Any integer format as the 64 bits the router keys engine hashes by (a negative value as
-  /// its bit pattern).
-  bool hash(std::uint64_t& value) {
+  /// Any integer format as 64 bits, a negative value as its two's-complement pattern (how
+  /// engine hashes are keyed; `integer` and `timestamp` read their values from it).
+  bool integer_bits(std::uint64_t& value) {
     if (p_ == end_) return false;
     const std::uint8_t marker = *p_;
-    if (marker <= 0x7f) return value = marker, ++p_, true;
-    if (marker >= 0xe0) return value = static_cast<std::uint64_t>(std::int64_t{static_cast<std::int8_t>(marker)}), ++p_, true;
+    if (marker <= 0x7f || marker >= 0xe0) {  // positive and negative fixints: the byte is the value
+      value = static_cast<std::uint64_t>(std::int64_t{static_cast<std::int8_t>(marker)});
+      ++p_;
+      return true;
+    }
     if (marker < 0xcc || marker > 0xd3) return false;
     const std::size_t width = std::size_t{1} << ((marker - 0xcc) & 3);
     if (left() <= width) return false;
@@ -79,16 +78,16 @@ class common_shape_reader {
     switch (width) {
       case 1: value = is_signed ? static_cast<std::uint64_t>(std::int64_t{static_cast<std::int8_t>(data[0])}) : data[0]; break;
       case 2: {
-        const auto bits = big_endian_at<std::uint16_t>(data);
+        const auto bits = load_big_endian<std::uint16_t>(data);
         value = is_signed ? static_cast<std::uint64_t>(std::int64_t{static_cast<std::int16_t>(bits)}) : bits;
         break;
       }
       case 4: {
-        const auto bits = big_endian_at<std::uint32_t>(data);
+        const auto bits = load_big_endian<std::uint32_t>(data);
         value = is_signed ? static_cast<std::uint64_t>(std::int64_t{static_cast<std::int32_t>(bits)}) : bits;
         break;
       }
-      default: value = big_endian_at<std::uint64_t>(data); break;
+      default: value = load_big_endian<std::uint64_t>(data); break;
     }
     return true;
   }
@@ -97,14 +96,17 @@ class common_shape_reader {
   bool integer(std::int64_t& value) {
     const bool unsigned_64 = p_ != end_ && *p_ == 0xcf;
     std::uint64_t bits = 0;
-    if (!hash(bits)) return false;
+    if (!integer_bits(bits)) return false;
     if (unsigned_64 && bits > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return false;
     value = static_cast<std::int64_t>(bits);
     return true;
   }
 
   bool optional_integer(std::optional<std::int64_t>& value) {
-    if (nil()) return value.reset(), true;
+    if (nil()) {
+      value.reset();
+      return true;
+    }
     std::int64_t read = 0;
     if (!integer(read)) return false;
     value = read;
@@ -113,7 +115,10 @@ class common_shape_reader {
 
   /// nil reads as the empty string.
   bool optional_str(std::string& value) {
-    if (nil()) return value.clear(), true;
+    if (nil()) {
+      value.clear();
+      return true;
+    }
     std::string_view read;
     if (!str(read)) return false;
     value.assign(read);
@@ -123,14 +128,24 @@ class common_shape_reader {
   /// A batch's `ts`: a float, an integer (what an encoder may make of a whole number), or nil
   /// (zero).
   bool timestamp(double& value) {
-    if (nil()) return value = 0, true;
+    if (nil()) {
+      value = 0;
+      return true;
+    }
     if (p_ == end_) return false;
     const std::uint8_t marker = *p_;
-    if (marker == 0xcb && left() >= 9) return value = std::bit_cast<double>(big_endian_at<std::uint64_t>(p_ + 1)), p_ += 9, true;
-    if (marker == 0xca && left() >= 5)
-      return value = static_cast<double>(std::bit_cast<float>(big_endian_at<std::uint32_t>(p_ + 1))), p_ += 5, true;
+    if (marker == 0xcb && left() >= 9) {
+      value = std::bit_cast<double>(load_big_endian<std::uint64_t>(p_ + 1));
+      p_ += 9;
+      return true;
+    }
+    if (marker == 0xca && left() >= 5) {
+      value = static_cast<double>(std::bit_cast<float>(load_big_endian<std::uint32_t>(p_ + 1)));
+      p_ += 5;
+      return true;
+    }
     std::uint64_t bits = 0;
-    if (!hash(bits)) return false;
+    if (!integer_bits(bits)) return false;
     const bool is_signed = marker >= 0xd0;  // 0xd0-0xd3 and negative fixints
     value = is_signed ? static_cast<double>(static_cast<std::int64_t>(bits)) : static_cast<double>(bits);
     return true;
@@ -141,7 +156,7 @@ class common_shape_reader {
     if (!array(n) || n > left()) return false;  // every hash takes at least a byte
     out.resize(n);
     for (std::uint64_t& hash_value : out)
-      if (!hash(hash_value)) return false;
+      if (!integer_bits(hash_value)) return false;
     return true;
   }
 
@@ -159,10 +174,10 @@ class common_shape_reader {
         token = marker;
         p += 1;
       } else if (marker == 0xcd && available >= 3) {
-        token = big_endian_at<std::uint16_t>(p + 1);
+        token = load_big_endian<std::uint16_t>(p + 1);
         p += 3;
       } else if (marker == 0xce && available >= 5) {
-        token = big_endian_at<std::uint32_t>(p + 1);
+        token = load_big_endian<std::uint32_t>(p + 1);
         p += 5;
       } else if (marker == 0xcc && available >= 2) {
         token = p[1];
@@ -202,7 +217,7 @@ bool read_stored(common_shape_reader& in, std::uint32_t fields, kv_stored& event
   if (!in.hashes(event.block_hashes)) return false;
   if (!in.nil()) {
     std::uint64_t parent = 0;
-    if (!in.hash(parent)) return false;
+    if (!in.integer_bits(parent)) return false;
     event.parent_block_hash = parent;
   }
   if (!in.token_ids(event.token_ids)) return false;
@@ -234,7 +249,10 @@ bool read_event(common_shape_reader& in, kv_batch& out) {
   if (tag == "BlockStored") return read_stored(in, n - 1, std::get<kv_stored>(out.events.emplace_back(std::in_place_type<kv_stored>)));
   if (tag == "BlockRemoved")
     return read_removed(in, n - 1, std::get<kv_removed>(out.events.emplace_back(std::in_place_type<kv_removed>)));
-  if (tag == "AllBlocksCleared" && n == 1) return out.events.emplace_back(kv_cleared{}), true;
+  if (tag == "AllBlocksCleared" && n == 1) {
+    out.events.emplace_back(kv_cleared{});
+    return true;
+  }
   return false;
 }
 

@@ -17,14 +17,6 @@ struct header {
 
 enum class read_status : std::uint8_t { ok, truncated, malformed };
 
-template <class T>
-T load_big_endian(const std::uint8_t* p) {
-  T value;
-  std::memcpy(&value, p, sizeof value);
-  if constexpr (std::endian::native == std::endian::little && sizeof(T) > 1) value = std::byteswap(value);
-  return value;
-}
-
 /// Reads the header at `p` with `available` bytes left; checks only the header's own bytes.
 read_status read_header(const std::uint8_t* p, std::size_t available, header& h) {
   if (available == 0) return read_status::truncated;

@@ -13,13 +13,24 @@
 /// event shapes keep to at most one extra pass.
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
+#include <cstring>
 #include <expected>
 #include <optional>
 #include <span>
 #include <string_view>
 
 namespace kvr {
+
+/// The big-endian `T` at `p` (msgpack's byte order for every multi-byte field).
+template <class T>
+[[nodiscard]] T load_big_endian(const std::uint8_t* p) {
+  T value;
+  std::memcpy(&value, p, sizeof value);
+  if constexpr (std::endian::native == std::endian::little && sizeof(T) > 1) value = std::byteswap(value);
+  return value;
+}
 
 enum class mp_kind : std::uint8_t { nil, boolean, uint, sint, f64, str, bin, ext, array, map };
 

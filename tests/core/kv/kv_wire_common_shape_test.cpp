@@ -170,7 +170,9 @@ TEST(kv_wire_common_shape, matches_the_general_decoder_on_random_batches_and_the
     kv_batch through_front;
     const bool front_ok = decoder.decode_batch(payload, through_front).has_value();
     ASSERT_EQ(front_ok, slow.has_value()) << "round " << round;
-    if (slow) EXPECT_EQ(through_front, *slow) << "round " << round;
+    if (slow) {
+      EXPECT_EQ(through_front, *slow) << "round " << round;
+    }
   }
   EXPECT_GT(accepted, 100u);
 }
