@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Runs Google Benchmark binaries alternately, one process each per round, and prints the
-median items/s of every benchmark per binary and the last binary's ratio to the first.
+median items/s (bytes/s where a benchmark counts no items) of every benchmark per binary and the last binary's ratio to the first.
 
 Why alternate processes: this machine has slow and fast modes that last seconds to minutes, and
 one process can run 30% slower than the next; a before/after measured in one process each, or
@@ -28,8 +28,10 @@ def main() -> int:
             run = subprocess.run([binary, f"--benchmark_filter={benchmark_filter}", "--benchmark_min_time=0.3",
                                   "--benchmark_format=json"], capture_output=True, text=True, check=True)
             for benchmark in json.loads(run.stdout)["benchmarks"]:
-                rates[benchmark["name"]][binary].append(benchmark.get("items_per_second", 0.0) / 1e6)
-    print(f"median items/s (M) over {rounds} alternating rounds: " + " | ".join(binaries))
+                # items/s where the benchmark counts items, else bytes/s
+                rate = benchmark.get("items_per_second", benchmark.get("bytes_per_second", 0.0))
+                rates[benchmark["name"]][binary].append(rate / 1e6)
+    print(f"median items/s or bytes/s (M) over {rounds} alternating rounds: " + " | ".join(binaries))
     for name, per_binary in rates.items():
         medians = [statistics.median(per_binary[b]) for b in binaries]
         ratio = f"  {medians[-1] / medians[0]:.2f}x" if len(binaries) > 1 and medians[0] > 0 else ""

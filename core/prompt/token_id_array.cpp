@@ -1,12 +1,18 @@
 #include "core/prompt/token_id_array.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <span>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define KVR_TOKEN_IDS_AVX2 1
 #endif
 
 namespace kvr {
@@ -94,6 +100,72 @@ byte_classes classify(const char* p, std::size_t size) {
   return classes;
 }
 
+#if defined(KVR_TOKEN_IDS_AVX2)
+/// The ids from the first on converted four at a time, each four from four eight-byte
+/// loads in one 256-bit register: the same shift as `digits_value`'s caller, then the digits
+/// combined in pairs, fours and eights by two multiply-adds and one multiplication for all four
+/// ids at once (a quarter of the scalar loop's instructions). Stops before a four holding an id
+/// longer than eight digits or reaching past `loadable`; returns the index it stopped at, the
+/// rest left to the scalar loop. Compiled for AVX2 and called only where the CPU has it.
+__attribute__((target("avx2"))) std::size_t convert_in_fours(const char* text, std::span<const std::uint32_t> ends,
+                                                             const char* loadable, std::uint32_t* ids,
+                                                             std::uint64_t& leading_zero) {
+  const __m256i zeros = _mm256_set1_epi8('0');
+  const __m256i tens = _mm256_set1_epi16(0x010A);          // bytes 10, 1: a digit pair
+  const __m256i hundreds = _mm256_set1_epi32(0x00010064);  // words 100, 1: a pair of pairs
+  const __m256i ten_thousand = _mm256_set1_epi64x(10000);
+  const __m256i low_dwords = _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0);
+  std::size_t i = 0;
+  for (; i + 4 <= ends.size(); i += 4) {
+    std::array<std::size_t, 4> begin{}, length{};
+    for (std::size_t k = 0; k < 4; ++k) {
+      begin[k] = i + k == 0 ? 0 : ends[i + k - 1] + 1;
+      length[k] = ends[i + k] - begin[k];
+    }
+    if (std::max({length[0], length[1], length[2], length[3]}) > 8 || text + begin[3] > loadable) break;
+    std::array<std::uint64_t, 4> word{};
+    for (std::size_t k = 0; k < 4; ++k) {
+      std::memcpy(&word[k], text + begin[k], 8);
+      leading_zero |= static_cast<std::uint64_t>(length[k] > 1 && (word[k] & 0xff) == '0');
+    }
+    const __m256i words = _mm256_setr_epi64x(static_cast<long long>(word[0]), static_cast<long long>(word[1]),
+                                             static_cast<long long>(word[2]), static_cast<long long>(word[3]));
+    const __m256i shifts = _mm256_setr_epi64x(static_cast<long long>(64 - 8 * length[0]), static_cast<long long>(64 - 8 * length[1]),
+                                              static_cast<long long>(64 - 8 * length[2]), static_cast<long long>(64 - 8 * length[3]));
+    const __m256i digits = _mm256_sllv_epi64(_mm256_xor_si256(words, zeros), shifts);
+    const __m256i fours = _mm256_madd_epi16(_mm256_maddubs_epi16(digits, tens), hundreds);
+    const __m256i values = _mm256_add_epi64(_mm256_mul_epu32(fours, ten_thousand), _mm256_srli_epi64(fours, 32));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(ids + i), _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(values, low_dwords)));
+  }
+  return i;
+}
+
+/// `classify`, 32 bytes a step.
+__attribute__((target("avx2"))) byte_classes classify_avx2(const char* p, std::size_t size) {
+  byte_classes classes;
+  const __m256i comma = _mm256_set1_epi8(','), zero = _mm256_set1_epi8('0'), nine = _mm256_set1_epi8('9');
+  std::size_t i = 0;
+  for (; i + 32 <= size; i += 32) {
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i));
+    const __m256i digit =
+        _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_max_epu8(bytes, zero), bytes), _mm256_cmpeq_epi8(_mm256_min_epu8(bytes, nine), bytes));
+    const auto commas = static_cast<std::uint64_t>(static_cast<std::uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(bytes, comma))));
+    const auto digits = static_cast<std::uint64_t>(static_cast<std::uint32_t>(_mm256_movemask_epi8(digit)));
+    classes.commas |= commas << i;
+    classes.others |= (~(commas | digits) & 0xffffffffull) << i;
+  }
+  const byte_classes tail = classify(p + i, size - i);
+  classes.commas |= i < 64 ? tail.commas << i : 0;
+  classes.others |= i < 64 ? tail.others << i : 0;
+  return classes;
+}
+
+bool cpu_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+#endif
+
 /// The common form without whitespace (`[1,22,333]`, what JSON.stringify and most clients
 /// write), read in two passes: the commas of 64 bytes at a time become a bitmask (any other byte
 /// declines) and their positions a list; then each id, between two of them, is converted on its
@@ -104,26 +176,42 @@ byte_classes classify(const char* p, std::size_t size) {
 bool read_compact(std::string_view value, std::size_t padding, std::vector<std::uint32_t>& out) {
   const std::string_view inside = value.substr(1, value.size() - 2);  // between the brackets
   if (inside.empty() || !is_digit(inside.front()) || !is_digit(inside.back())) return false;
-  thread_local std::vector<std::uint32_t> ends;  // where each id ends: its comma, or the bracket
-  ends.clear();
-  ends.reserve(inside.size() / 2 + 1);
+  // Where each id ends: its comma, or the bracket. No two commas touch and digits come first
+  // and last, so there are at most size / 2 commas; written without a capacity check each.
+  thread_local std::vector<std::uint32_t> end_buffer;
+  if (end_buffer.size() < inside.size() / 2 + 1) end_buffer.resize(inside.size() / 2 + 1);
+  std::uint32_t* const end_at = end_buffer.data();
+  std::size_t count = 0;
+#if defined(KVR_TOKEN_IDS_AVX2)
+  const bool avx2 = cpu_has_avx2();
+#endif
   std::uint64_t previous_top = 0;  // the last byte of the previous 64 was a comma
   for (std::size_t at = 0; at < inside.size(); at += 64) {
-    const auto classes = classify(inside.data() + at, std::min<std::size_t>(64, inside.size() - at));
+    const std::size_t size = std::min<std::size_t>(64, inside.size() - at);
+#if defined(KVR_TOKEN_IDS_AVX2)
+    const auto classes = avx2 ? classify_avx2(inside.data() + at, size) : classify(inside.data() + at, size);
+#else
+    const auto classes = classify(inside.data() + at, size);
+#endif
     if (classes.others != 0 || (classes.commas & ((classes.commas << 1) | previous_top)) != 0) return false;
     previous_top = classes.commas >> 63;
     for (std::uint64_t mask = classes.commas; mask != 0; mask &= mask - 1)
-      ends.push_back(static_cast<std::uint32_t>(at + static_cast<std::size_t>(std::countr_zero(mask))));
+      end_at[count++] = static_cast<std::uint32_t>(at + static_cast<std::size_t>(std::countr_zero(mask)));
   }
-  ends.push_back(static_cast<std::uint32_t>(inside.size()));
+  end_at[count++] = static_cast<std::uint32_t>(inside.size());
+  const std::span<const std::uint32_t> ends(end_at, count);
   const std::size_t first = out.size();
   out.resize(first + ends.size());
   std::uint32_t* const ids = out.data() + first;
   const char* const text = inside.data();
   const char* const loadable = value.data() + value.size() + padding - 8;  // the last 8-byte load's start
   std::uint64_t leading_zero = 0;  // an id of two digits or more began with 0
-  std::size_t begin = 0;
-  for (std::size_t i = 0; i < ends.size(); ++i) {
+  std::size_t i = 0;
+#if defined(KVR_TOKEN_IDS_AVX2)
+  if (avx2) i = convert_in_fours(text, ends, loadable, ids, leading_zero);
+#endif
+  std::size_t begin = i == 0 ? 0 : ends[i - 1] + 1;
+  for (; i < ends.size(); ++i) {
     const std::size_t length = ends[i] - begin;
     if (length > 8 || text + begin > loadable) [[unlikely]] {
       if (!long_id(text + begin, length, ids[i])) return false;

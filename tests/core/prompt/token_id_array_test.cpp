@@ -89,5 +89,42 @@ TEST(token_id_array, reads_the_same_with_or_without_padding_past_the_array) {
   EXPECT_FALSE(read_token_id_array("[0012345678,2]", leading_zero, 0));
 }
 
+/// Long compact arrays, as clients send them, with and without padding: the ids go four at a
+/// time where the CPU has AVX2 (an id of nine digits or more, or the array's end, sends its
+/// four one at a time), and must read as a JSON parser reads them; a leading zero in any
+/// position of a four is declined.
+TEST(token_id_array, long_compact_arrays_read_as_a_json_parser_reads_them_in_every_position) {
+  std::mt19937_64 rng(20261203);
+  for (int round = 0; round < 300; ++round) {
+    std::vector<std::uint32_t> expected;
+    std::string text = "[";
+    const int count = 1 + static_cast<int>(rng() % 300);
+    const int max_digits = round % 3 == 0 ? 10 : 6;  // mostly vocabulary-sized ids
+    for (int i = 0; i < count; ++i) {
+      const int digits = 1 + static_cast<int>(rng() % max_digits);
+      std::uint64_t value = 1 + rng() % 9;
+      for (int d = 1; d < digits; ++d) value = value * 10 + rng() % 10;
+      if (digits == 1 && rng() % 4 == 0) value = 0;
+      value = std::min<std::uint64_t>(value, UINT32_MAX);
+      expected.push_back(static_cast<std::uint32_t>(value));
+      text += (i ? "," : "") + std::to_string(value);
+    }
+    text += "]";
+    ASSERT_EQ(nlohmann::json::parse(text).get<std::vector<std::uint32_t>>(), expected);
+    EXPECT_EQ(ids_of(text), expected) << text;
+    std::string padded = text;
+    padded.reserve(padded.size() + 64);
+    std::vector<std::uint32_t> ids;
+    ASSERT_TRUE(read_token_id_array(padded, ids, padded.capacity() - padded.size())) << text;
+    EXPECT_EQ(ids, expected) << text;
+  }
+  for (int position = 0; position < 12; ++position) {
+    std::string text = "[";
+    for (int i = 0; i < 12; ++i) text += (i ? "," : "") + std::string(i == position ? "0" : "") + std::to_string(1000 + i);
+    text += "]";
+    EXPECT_TRUE(declines(text)) << text;
+  }
+}
+
 }  // namespace
 }  // namespace kvr
