@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include "core/kv/kv_wire_common_shape.hpp"
+
 namespace kvr {
 namespace {
 

@@ -17,7 +17,6 @@
 #include <string_view>
 
 #include "core/kv/kv_event.hpp"
-#include "core/kv/kv_wire_common_shape.hpp"
 #include "core/kv/msgpack_view.hpp"
 
 namespace kvr {
@@ -49,8 +48,8 @@ class kv_wire_decoder {
 
   /// One batch (array or map envelope). `out` is overwritten. A malformed envelope is an
   /// error; a malformed event inside a good envelope is skipped and counted in `out`. The
-  /// shape vLLM publishes is read in one pass (core/kv/kv_wire_common_shape); every other
-  /// payload by `decode_batch_any_shape`, with the same result where both read it.
+  /// shape vLLM and SGLang publish is read in one pass (core/kv/kv_wire_common_shape); every
+  /// other payload by `decode_batch_any_shape`, with the same result where both read it.
   std::expected<void, wire_error> decode_batch(std::span<const std::uint8_t> payload, kv_batch& out);
   /// The general decoder: checks the whole payload (`mp_parse`), then walks it in place.
   std::expected<void, wire_error> decode_batch_any_shape(std::span<const std::uint8_t> payload, kv_batch& out);

@@ -5,8 +5,8 @@
 // second index exactly as the index that hashed the blocks itself. And: wherever the common-shape
 // reader accepts the bytes, the general decoder reads the same batch from them.
 
-#include <cstddef>
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 
 #include "core/kv/kv_apply.hpp"
