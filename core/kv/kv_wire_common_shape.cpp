@@ -5,14 +5,11 @@
 #include <limits>
 #include <string_view>
 
+#include "core/kv/kv_wire.hpp"
 #include "core/kv/msgpack_view.hpp"
 
 namespace kvr {
 namespace {
-
-/// The smallest event this reader accepts (`["BlockRemoved", []]`, 15 bytes); bounds how many
-/// events a declared count may reserve room for, as in the general decoder.
-constexpr std::size_t min_event_bytes = 15;
 
 /// Reads msgpack values of the few formats the common shape uses, each checked against the
 /// bytes left. Every reader returns false, without a promise about the position, on anything
@@ -269,7 +266,8 @@ bool decode_common_batch(std::span<const std::uint8_t> payload, kv_batch& out) {
   std::uint32_t envelope = 0, events = 0;
   if (!in.array(envelope) || (envelope != 2 && envelope != 3)) return false;
   if (!in.timestamp(out.timestamp) || !in.array(events)) return false;
-  out.events.reserve(std::min<std::size_t>(events, in.left() / min_event_bytes));
+  // No more events than the bytes left could hold (the general decoder's bound).
+  out.events.reserve(std::min<std::size_t>(events, in.left() / kv_wire_decoder::min_event_bytes));
   for (std::uint32_t i = 0; i < events; ++i)
     if (!read_event(in, out)) return false;
   if (envelope == 3 && !in.optional_integer(out.dp_rank)) return false;

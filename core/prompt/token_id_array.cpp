@@ -160,11 +160,26 @@ __attribute__((target("avx2"))) byte_classes classify_avx2(const char* p, std::s
   return classes;
 }
 
+#endif
+
+/// Whether the AVX2 loops above may run (checked once).
 bool cpu_has_avx2() {
+#if defined(KVR_TOKEN_IDS_AVX2)
   static const bool has = __builtin_cpu_supports("avx2");
   return has;
-}
+#else
+  return false;
 #endif
+}
+
+/// `classify` on the widest vectors the CPU has.
+byte_classes classify_block(const char* p, std::size_t size, bool avx2) {
+#if defined(KVR_TOKEN_IDS_AVX2)
+  if (avx2) return classify_avx2(p, size);
+#endif
+  (void)avx2;
+  return classify(p, size);
+}
 
 /// The common form without whitespace (`[1,22,333]`, what JSON.stringify and most clients
 /// write), read in two passes: the commas of 64 bytes at a time become a bitmask (any other byte
@@ -182,17 +197,10 @@ bool read_compact(std::string_view value, std::size_t padding, std::vector<std::
   if (end_buffer.size() < inside.size() / 2 + 1) end_buffer.resize(inside.size() / 2 + 1);
   std::uint32_t* const end_at = end_buffer.data();
   std::size_t count = 0;
-#if defined(KVR_TOKEN_IDS_AVX2)
   const bool avx2 = cpu_has_avx2();
-#endif
   std::uint64_t previous_top = 0;  // the last byte of the previous 64 was a comma
   for (std::size_t at = 0; at < inside.size(); at += 64) {
-    const std::size_t size = std::min<std::size_t>(64, inside.size() - at);
-#if defined(KVR_TOKEN_IDS_AVX2)
-    const auto classes = avx2 ? classify_avx2(inside.data() + at, size) : classify(inside.data() + at, size);
-#else
-    const auto classes = classify(inside.data() + at, size);
-#endif
+    const auto classes = classify_block(inside.data() + at, std::min<std::size_t>(64, inside.size() - at), avx2);
     if (classes.others != 0 || (classes.commas & ((classes.commas << 1) | previous_top)) != 0) return false;
     previous_top = classes.commas >> 63;
     for (std::uint64_t mask = classes.commas; mask != 0; mask &= mask - 1)
