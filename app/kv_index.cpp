@@ -143,7 +143,7 @@ int run_kv_index(const std::vector<std::string>& args) {
   caf::actor_system system{caf_config};
   scorer_settings scorer_config{.routing = {.config = config}};
   for (const kv_publisher& p : settings.publishers) scorer_config.routing.worker_names.push_back(p.name);
-  const scorer_actor scorer = spawn_scorer(system, scorer_config);
+  const scorer_actor scorer = spawn_scorer(system, scorer_config).actor;
 
   std::vector<std::shared_ptr<kv_subscriber>> subscribers;
   std::vector<caf::actor> drivers;

@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
   config.block_size = block_size;
   scorer_settings scorer_config{.routing = {.config = config}};
   for (const auto& p : settings.publishers) scorer_config.routing.worker_names.push_back(p.name);
-  const scorer_actor scorer = spawn_scorer(system, scorer_config);
+  const scorer_actor scorer = spawn_scorer(system, scorer_config).actor;
   std::vector<std::shared_ptr<kv_subscriber>> subscribers;
   std::vector<caf::actor> drivers;
   for (auto& share : share_out_publishers(settings.publishers, decoders)) {

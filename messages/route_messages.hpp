@@ -51,7 +51,7 @@ using media_resolution_ptr = std::shared_ptr<const media_resolution>;
 /// Bookings, first tokens, ends and failures of requests, for the scorer's loads: one I/O
 /// thread's events for one set, in the order they happened, applied in that order. I/O threads
 /// batch the steps of requests they routed themselves (round-robin, random); a step of a request
-/// the scorer routed travels on its own, as a `lifecycle_event`.
+/// the scorer side routed is applied in the scorer's core at once (actors/pipeline/scorer_core).
 using lifecycle_batch_ptr = std::shared_ptr<const std::vector<lifecycle_event>>;
 
 }  // namespace kvr

@@ -13,8 +13,9 @@ using scorer_actor = caf::typed_actor<
     caf::reacts_to<kv_updates>,
     /// Route a request (answer through the job's sink) and book it on the chosen worker.
     caf::reacts_to<route_job_ptr>,
-    /// One step of a request the scorer routed: first token, end, or the worker's failure.
-    caf::reacts_to<lifecycle_event>,
+    /// Steps of requests the scorer side routed (first token, end, the worker's failure) wait
+    /// in its core, left behind a busy routing state: apply them (actors/pipeline/scorer_core).
+    caf::reacts_to<steps_waiting_atom>,
     /// Bookings and lifecycle of requests ingress routed itself (round-robin, random).
     caf::reacts_to<lifecycle_batch_ptr>,
     /// The client of request `id` left: take it out of the queue, if it waits there.

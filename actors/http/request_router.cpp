@@ -98,7 +98,7 @@ route_verdict request_router::route() {
     probe_.overloaded();
     return answer({api_errc::overloaded, "the router is overloaded; retry shortly", {}});
   }
-  auto job = std::make_shared<route_job>();
+  auto job = std::make_shared<route_job>();  // its sink is made only if an actor answers it
   job->request_id = request_id_;
   job->request = request_;
   job->excluded_workers = excluded_;
@@ -106,17 +106,18 @@ route_verdict request_router::route() {
   job->priority = options_.priority;
   job->session = options_.session;
   job->disaggregate = options_.disaggregate;
-  job->reply = make_sink_();
   // Only prompts the set's hashers can hash take the extra hop (core/prompt/prompt_plan).
   job->plan = set_->hashers.empty() ? prompt_plan{} : plan_prompt(*request_, set_->prompts);
   if (job->plan.path == prompt_path::token_ids) {
     hash_token_ids(request_->prompt_token_ids, set_->config.block_size, *job);
-    caf::anon_send(set_->scorer, std::move(job));
   } else if (job->plan.needs_hasher()) {
+    job->reply = make_sink_();
     caf::anon_send(set_->hashers[hasher_for(*request_, request_id_, set_->hashers.size())], std::move(job));
-  } else {
-    caf::anon_send(set_->scorer, std::move(job));
+    return {};
   }
+  if (auto decision = set_->scoring->try_decide(query_of(*job))) return on_decision(*decision);
+  job->reply = make_sink_();
+  caf::anon_send(set_->scorer, std::move(job));
   return {};
 }
 
@@ -231,7 +232,7 @@ void request_router::tell_scorer(lifecycle_event::kind what) { tell_scorer(what,
 void request_router::tell_scorer(lifecycle_event::kind what, std::uint64_t booking, std::uint32_t worker) {
   const lifecycle_event event{what, booking, worker, 0};
   if (routed_locally_) return thread_.report(set_->scorer, event);
-  if (what != lifecycle_event::kind::booked) caf::anon_send(set_->scorer, event);  // the scorer booked it when it decided
+  if (what != lifecycle_event::kind::booked) set_->scoring->report(event, set_->scorer);  // booked when decided
 }
 
 }  // namespace kvr::ingress

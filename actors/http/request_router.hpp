@@ -67,7 +67,8 @@ class request_router {
   void start(std::shared_ptr<const routing_table> table, const worker_set_route& set,
              std::shared_ptr<const routing_request> request, std::uint64_t request_id, request_options options,
              sink_factory make_sink);
-  /// Picks a worker: here for round-robin and random, else by asking the set's actors, whose
+  /// Picks a worker: here for round-robin and random; in the set's scorer core, here too, for a
+  /// prompt that needs no hasher while the core is free; else by asking the set's actors, whose
   /// answer goes to a sink from the factory (called once, on an actor's thread).
   [[nodiscard]] route_verdict route();
   /// The actors' decision arrived (on the I/O thread).
@@ -132,7 +133,7 @@ class request_router {
   [[nodiscard]] route_verdict answer_dry_run(const route_decision& decision) const;
   [[nodiscard]] static route_verdict answer(const api_error& error);
   /// A step of this request's life for the scorer: batched through the thread when the thread
-  /// routed it, else a message of its own.
+  /// routed it, else applied in the scorer's core (at once, or by its next holder).
   void tell_scorer(lifecycle_event::kind what);
   void tell_scorer(lifecycle_event::kind what, std::uint64_t booking, std::uint32_t worker);
 

@@ -50,6 +50,8 @@ struct worker_set_route {
   std::optional<disaggregation_card> disaggregation;  ///< none: an aggregated set
   std::vector<worker_target> workers;
   scorer_actor scorer;
+  /// The scorer's routing state: ingress decides there itself when it is free.
+  std::shared_ptr<scorer_core> scoring;
   std::vector<hasher_actor> hashers;  ///< empty: the set does not score prefix overlap
   prompt_capabilities prompts;        ///< what the hashers can hash (none where there are none)
   /// The hashers' tokenizer and chat template, read-only: ingress answers /tokenize and

@@ -151,7 +151,14 @@ bool resolve_images(hasher_pointer self, const route_job_ptr& job) {
   return true;
 }
 
-hasher_actor::behavior_type hasher(hasher_pointer self, scorer_actor scorer, std::uint32_t block_size,
+/// A hashed job is decided here if the scorer's routing state is free (sparing the scorer a
+/// wake-up), else it goes to the scorer.
+void hand_on(hasher_pointer self, const scorer_handle& scorer, const route_job_ptr& job) {
+  if (auto decision = scorer.core->try_decide(query_of(*job))) return job->reply(std::move(*decision));
+  self->send(scorer.actor, job);
+}
+
+hasher_actor::behavior_type hasher(hasher_pointer self, scorer_handle scorer, std::uint32_t block_size,
                                    hasher_resources resources) {
   auto& s = self->state;
   if (resources.text_tokenizer) s.text_tokenizer.emplace(resources.text_tokenizer->share());
@@ -183,7 +190,7 @@ hasher_actor::behavior_type hasher(hasher_pointer self, scorer_actor scorer, std
         if (tokens == &s.tokens) job->prompt_tokens = static_cast<std::uint32_t>(s.tokens.size());
         if (s.refuse_if_too_long(tokens->size(), *job)) return;
         s.hash(*tokens, spans, block_size, *job);
-        self->send(scorer, job);
+        hand_on(self, scorer, job);
       },
       [self, scorer, block_size](const media_resolution_ptr& answer) {
         auto& s = self->state;
@@ -197,7 +204,7 @@ hasher_actor::behavior_type hasher(hasher_pointer self, scorer_actor scorer, std
         p.job->prompt_tokens = static_cast<std::uint32_t>(p.tokens.size());
         if (!s.refuse_if_too_long(p.tokens.size(), *p.job)) {
           s.hash(p.tokens, s.spans, block_size, *p.job);
-          self->send(scorer, p.job);
+          hand_on(self, scorer, p.job);
         }
         s.parked.erase(it);
       },
@@ -206,7 +213,7 @@ hasher_actor::behavior_type hasher(hasher_pointer self, scorer_actor scorer, std
 
 }  // namespace
 
-hasher_actor spawn_hasher(caf::actor_system& system, scorer_actor scorer, std::uint32_t block_size,
+hasher_actor spawn_hasher(caf::actor_system& system, scorer_handle scorer, std::uint32_t block_size,
                           const hasher_resources& resources) {
   return system.spawn(hasher, std::move(scorer), block_size, resources);
 }

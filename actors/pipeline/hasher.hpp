@@ -14,7 +14,7 @@
 #include "core/prompt/chat_template.hpp"
 #include "core/config/router_file.hpp"
 #include "core/prompt/tokenizer.hpp"
-#include "messages/scorer_actor.hpp"
+#include "actors/pipeline/scorer.hpp"
 
 namespace kvr {
 
@@ -54,8 +54,9 @@ struct hasher_resources {
   }
 };
 
-/// Spawns one hasher of a set's pool; it forwards every job to `scorer`.
-hasher_actor spawn_hasher(caf::actor_system& system, scorer_actor scorer, std::uint32_t block_size,
+/// Spawns one hasher of a set's pool; it decides each job in the scorer's core when that is
+/// free, and forwards it to the scorer actor otherwise.
+hasher_actor spawn_hasher(caf::actor_system& system, scorer_handle scorer, std::uint32_t block_size,
                           const hasher_resources& resources);
 
 }  // namespace kvr

@@ -1,7 +1,8 @@
 #pragma once
 /// A worker set's scorer: the actor around `core/routing/worker_set_router`. It unpacks
 /// messages, calls the router with the time, replies, and publishes the router's status for
-/// ingress; every routing decision is the router's.
+/// ingress; every routing decision is the router's. The router lives in a `scorer_core` the
+/// actor shares with ingress and the hashers, who decide there themselves when it is free.
 
 #include <array>
 #include <atomic>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/pipeline/scorer_core.hpp"
 #include "core/routing/worker_set_router.hpp"
 #include "messages/scorer_actor.hpp"
 
@@ -58,7 +60,13 @@ struct scorer_settings {
   std::string set_name;
 };
 
+/// A running scorer: its actor, and the routing state it shares.
+struct scorer_handle {
+  scorer_actor actor;
+  std::shared_ptr<scorer_core> core;
+};
+
 /// Spawns a scorer for one worker set.
-scorer_actor spawn_scorer(caf::actor_system& system, scorer_settings settings);
+scorer_handle spawn_scorer(caf::actor_system& system, scorer_settings settings);
 
 }  // namespace kvr

@@ -115,7 +115,9 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
   }
   set.snapshot = scorer_config.snapshot;
   std::shared_ptr<media_fetcher> resources_fetcher;
-  set.scorer = spawn_scorer(system, scorer_config);
+  const scorer_handle scorer = spawn_scorer(system, scorer_config);
+  set.scorer = scorer.actor;
+  set.scoring = scorer.core;
   if (uses_prefix_overlap(config)) {
     auto resources = load_hasher_resources(card);
     if (!resources) return std::unexpected(resources.error());
@@ -139,7 +141,7 @@ std::expected<void, std::string> start_set(caf::actor_system& system, const rout
     resources_fetcher = resources->fetcher;
     const std::size_t hashers = serve.hashers != 0 ? serve.hashers : usable_cores();
     for (std::size_t i = 0; i < hashers; ++i)
-      set.hashers.push_back(spawn_hasher(system, set.scorer, config.block_size, *resources));
+      set.hashers.push_back(spawn_hasher(system, scorer, config.block_size, *resources));
   }
   auto add = [&](std::string name, std::function<std::shared_ptr<pollable_component>()> make) {
     component_slot slot{.name = std::move(name), .make = std::move(make),
