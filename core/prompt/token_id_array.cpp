@@ -101,12 +101,13 @@ byte_classes classify(const char* p, std::size_t size) {
 }
 
 #if defined(KVR_TOKEN_IDS_AVX2)
-/// The ids from the first on converted four at a time, each four from four eight-byte
-/// loads in one 256-bit register: the same shift as `digits_value`'s caller, then the digits
-/// combined in pairs, fours and eights by two multiply-adds and one multiplication for all four
-/// ids at once (a quarter of the scalar loop's instructions). Stops before a four holding an id
-/// longer than eight digits or reaching past `loadable`; returns the index it stopped at, the
-/// rest left to the scalar loop. Compiled for AVX2 and called only where the CPU has it.
+/// The ids from the first on converted four at a time, all in 256-bit registers: where each
+/// begins and how long it is come from four ends and the one before them, the four eight-byte
+/// words from one gather, then the same shift as `digits_value`'s caller and the digits combined
+/// in pairs, fours and eights by two multiply-adds and one multiplication. Stops before a four
+/// holding an id longer than eight digits or reaching past `loadable`; returns the index it
+/// stopped at, the rest left to the scalar loop. Compiled for AVX2 and called only where the
+/// CPU has it.
 __attribute__((target("avx2"))) std::size_t convert_in_fours(const char* text, std::span<const std::uint32_t> ends,
                                                              const char* loadable, std::uint32_t* ids,
                                                              std::uint64_t& leading_zero) {
@@ -115,28 +116,31 @@ __attribute__((target("avx2"))) std::size_t convert_in_fours(const char* text, s
   const __m256i hundreds = _mm256_set1_epi32(0x00010064);  // words 100, 1: a pair of pairs
   const __m256i ten_thousand = _mm256_set1_epi64x(10000);
   const __m256i low_dwords = _mm256_setr_epi32(0, 2, 4, 6, 0, 0, 0, 0);
+  const __m256i sixty_four = _mm256_set1_epi64x(64), one = _mm256_set1_epi64x(1), low_byte = _mm256_set1_epi64x(0xff);
+  const __m256i zero_digit = _mm256_set1_epi64x('0');
+  const __m128i eight = _mm_set1_epi32(8), one32 = _mm_set1_epi32(1);
+  const auto last_load = static_cast<std::uint32_t>(loadable - text);  // the greatest begin a load may start at
+  __m256i zero_led = _mm256_setzero_si256();
+  __m128i before = _mm_set1_epi32(-1);  // the end before the first id: its begin is 0
   std::size_t i = 0;
   for (; i + 4 <= ends.size(); i += 4) {
-    std::array<std::size_t, 4> begin{}, length{};
-    for (std::size_t k = 0; k < 4; ++k) {
-      begin[k] = i + k == 0 ? 0 : ends[i + k - 1] + 1;
-      length[k] = ends[i + k] - begin[k];
-    }
-    if (std::max({length[0], length[1], length[2], length[3]}) > 8 || text + begin[3] > loadable) break;
-    std::array<std::uint64_t, 4> word{};
-    for (std::size_t k = 0; k < 4; ++k) {
-      std::memcpy(&word[k], text + begin[k], 8);
-      leading_zero |= static_cast<std::uint64_t>(length[k] > 1 && (word[k] & 0xff) == '0');
-    }
-    const __m256i words = _mm256_setr_epi64x(static_cast<long long>(word[0]), static_cast<long long>(word[1]),
-                                             static_cast<long long>(word[2]), static_cast<long long>(word[3]));
-    const __m256i shifts = _mm256_setr_epi64x(static_cast<long long>(64 - 8 * length[0]), static_cast<long long>(64 - 8 * length[1]),
-                                              static_cast<long long>(64 - 8 * length[2]), static_cast<long long>(64 - 8 * length[3]));
+    if (loadable < text || ends[i + 2] + 1 > last_load) break;  // the fourth id's load would overrun
+    const __m128i end = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ends.data() + i));
+    const __m128i begin = _mm_add_epi32(_mm_alignr_epi8(end, before, 12), one32);
+    const __m128i length = _mm_sub_epi32(end, begin);
+    if (_mm_movemask_epi8(_mm_cmpgt_epi32(length, eight)) != 0) break;
+    before = end;
+    const __m256i words = _mm256_i32gather_epi64(reinterpret_cast<const long long*>(text), begin, 1);
+    const __m256i length64 = _mm256_cvtepu32_epi64(length);
+    zero_led = _mm256_or_si256(zero_led, _mm256_and_si256(_mm256_cmpeq_epi64(_mm256_and_si256(words, low_byte), zero_digit),
+                                                          _mm256_cmpgt_epi64(length64, one)));
+    const __m256i shifts = _mm256_sub_epi64(sixty_four, _mm256_slli_epi64(length64, 3));
     const __m256i digits = _mm256_sllv_epi64(_mm256_xor_si256(words, zeros), shifts);
     const __m256i fours = _mm256_madd_epi16(_mm256_maddubs_epi16(digits, tens), hundreds);
     const __m256i values = _mm256_add_epi64(_mm256_mul_epu32(fours, ten_thousand), _mm256_srli_epi64(fours, 32));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(ids + i), _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(values, low_dwords)));
   }
+  leading_zero |= static_cast<std::uint64_t>(!_mm256_testz_si256(zero_led, zero_led));
   return i;
 }
 
