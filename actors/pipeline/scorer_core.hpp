@@ -78,7 +78,7 @@ class scorer_core {
     void apply_steps(const std::vector<lifecycle_event>& steps);
   };
 
-  /// The state, held: the steps left for it applied first, then the peers' messages.
+  /// The state, held (the lock released with it). Taking it applies the steps left for it first.
   class held {
    public:
     held(std::unique_lock<std::mutex> lock, state& s) : lock_(std::move(lock)), state_(&s) {}
@@ -100,7 +100,8 @@ class scorer_core {
   /// to the scorer (which queues it where it must wait).
   [[nodiscard]] std::optional<route_decision> try_decide(const route_query& query);
   /// Applies `step` (of a request the scorer side routed) now if the state is free; else leaves
-  /// it for whoever holds the state next, waking `scorer` for it if nobody will soon.
+  /// it for whoever holds the state next, and wakes `scorer` for it unless a wake-up for
+  /// waiting steps is already on its way.
   void report(const lifecycle_event& step, const scorer_actor& scorer);
 
   // -- the scorer actor --
