@@ -77,6 +77,16 @@ bool eventually(Condition condition) {
   return true;
 }
 
+/// An actor that takes its system's thread when sent anything: it says so through `running`,
+/// then waits for `released`. (Its arguments are spawn arguments: CAF 0.17 binds a null
+/// reference for a function actor spawned with none, which UBSan reports.)
+caf::behavior blocker(caf::event_based_actor*, std::promise<void>* running, std::shared_future<void> released) {
+  return {[running, released](int) {
+    running->set_value();
+    released.wait();
+  }};
+}
+
 /// The decision taken here once the state is free: the scorer actor holds it for its own
 /// messages (its start, its ticks), when a decision here is declined and would go to it.
 std::optional<route_decision> decided_here(scorer_core& core, const route_query& query) {
@@ -123,14 +133,7 @@ TEST(scorer_core, a_failure_left_behind_a_busy_state_is_applied_before_the_retry
   // The scorer actor cannot run until released (its system's one thread is taken), so the step
   // can only reach the state through the retry's own decision.
   std::promise<void> running, release;
-  auto released = release.get_future().share();
-  caf::anon_send(s.system->spawn([&running, released](caf::event_based_actor*) -> caf::behavior {
-                   return {[&running, released](int) {
-                     running.set_value();
-                     released.wait();
-                   }};
-                 }),
-                 1);
+  caf::anon_send(s.system->spawn(blocker, &running, release.get_future().share()), 1);
   running.get_future().wait();
   while_held(*s.scorer.core, [&] {
     std::thread([&] { s.scorer.core->report({lifecycle_event::kind::worker_failed, 7, first->worker, 0}, s.scorer.actor); }).join();
