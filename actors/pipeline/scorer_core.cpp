@@ -170,11 +170,21 @@ void scorer_core::report(const lifecycle_event& step, const scorer_actor& scorer
 
 void scorer_core::apply_waiting_steps() {
   std::unique_lock lock(mutex_);
-  {
-    std::lock_guard steps_lock(steps_mutex_);
-    scorer_woken_ = false;  // a step left from now on wakes the scorer again
+  // Until none is left: a step left while these apply finds the scorer still marked woken and
+  // does not wake it again, so it is applied here. (Marked not woken before applying, every
+  // step reported meanwhile would wake it once more, and under steady load it would never rest.)
+  for (;;) {
+    std::vector<lifecycle_event> steps;
+    {
+      std::lock_guard steps_lock(steps_mutex_);
+      if (steps_.empty()) {
+        scorer_woken_ = false;  // a step left from now on wakes the scorer again
+        return;
+      }
+      steps.swap(steps_);
+    }
+    state_.apply_steps(steps);
   }
-  apply_steps_left(state_);
 }
 
 void scorer_core::retire() {

@@ -40,15 +40,18 @@ struct one_set {
       hashes.push_back(std::move(prompt));
     }
   }
+  ~one_set() {  // the system's destructor waits for every actor
+    caf::anon_send_exit(scorer.actor, caf::exit_reason::user_shutdown);
+    system->await_all_actors_done();
+  }
 };
 
-one_set& the_set() {
-  static one_set set;
-  return set;
-}
+/// The set of this run, made by main (a function-local static would be destroyed after CAF's
+/// own statics, at exit).
+one_set* running_set = nullptr;
 
 void BM_decide_and_release(benchmark::State& state) {
-  one_set& set = the_set();
+  one_set& set = *running_set;
   scorer_core& core = *set.scorer.core;
   std::uint64_t request_id = (static_cast<std::uint64_t>(state.thread_index()) + 1) << 40;
   std::size_t prompt = static_cast<std::size_t>(state.thread_index()) * 13;
@@ -64,6 +67,7 @@ void BM_decide_and_release(benchmark::State& state) {
       ++declined;
     }
   }
+  state.SetItemsProcessed(static_cast<std::int64_t>(decided));  // items/s: decisions taken here
   state.counters["decided"] = benchmark::Counter(static_cast<double>(decided), benchmark::Counter::kIsRate);
   state.counters["declined"] = benchmark::Counter(static_cast<double>(declined), benchmark::Counter::kIsRate);
 }
@@ -71,3 +75,13 @@ BENCHMARK(BM_decide_and_release)->Threads(1)->Threads(2)->UseRealTime();
 
 }  // namespace
 }  // namespace kvr
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  kvr::one_set set;
+  kvr::running_set = &set;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

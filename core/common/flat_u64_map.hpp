@@ -137,6 +137,22 @@ class flat_u64_map {
     return value;
   }
 
+  /// Calls `fn(value&)` on the value under `key`, if there is one, and erases the entry if it
+  /// returns true: one probe where `find` and then `erase` take two. Returns whether `key` was
+  /// there.
+  template <class Fn>
+  bool update_or_erase(std::uint64_t key, Fn&& fn) {
+    if (key == 0) {
+      if (!has_zero_) return false;
+      if (fn(zero_value_)) has_zero_ = false;
+      return true;
+    }
+    const std::size_t at = slot_of(key);
+    if (at == npos) return false;
+    if (fn(slots_[at].value)) erase_slot(at);
+    return true;
+  }
+
   /// Calls `fn(key, value&)` for every entry.
   template <class Fn>
   void for_each(Fn&& fn) {

@@ -59,14 +59,16 @@ void active_sequences::hold(worker_id worker, std::span<const std::uint64_t> has
 }
 
 void active_sequences::drop(worker_id worker, std::span<const std::uint64_t> hashes) {
+  auto& held = held_[worker];
+  std::uint64_t emptied = 0;
   for (std::uint64_t h : hashes) {
-    std::uint32_t* count = held_[worker].find(h);
-    if (count == nullptr) continue;
-    if (--*count == 0) {
-      held_[worker].erase(h);
-      --loads_[worker].decode_blocks;
-    }
+    held.update_or_erase(h, [&emptied](std::uint32_t& count) {
+      if (--count != 0) return false;
+      ++emptied;
+      return true;
+    });
   }
+  loads_[worker].decode_blocks -= emptied;
 }
 
 std::uint32_t active_sequences::active_prefix_blocks(worker_id worker, std::span<const std::uint64_t> sequence_hashes) const {

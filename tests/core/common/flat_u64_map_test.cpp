@@ -8,7 +8,7 @@
 namespace kvr {
 namespace {
 
-TEST(flat_u64_map, behaves_like_unordered_map_under_random_inserts_erases_and_extracts) {
+TEST(flat_u64_map, behaves_like_unordered_map_under_random_inserts_erases_extracts_and_updates) {
   std::mt19937_64 rng(7);
   flat_u64_map<std::uint32_t> map;
   std::unordered_map<std::uint64_t, std::uint32_t> reference;
@@ -16,7 +16,7 @@ TEST(flat_u64_map, behaves_like_unordered_map_under_random_inserts_erases_and_ex
     // Small keys (including 0) collide on purpose; large keys exercise the mixing.
     const std::uint64_t key = (step % 3 == 0) ? rng() : rng() % 512;
     const auto value = static_cast<std::uint32_t>(rng());
-    switch (rng() % 5) {
+    switch (rng() % 6) {
       case 0:
       case 1:
         map.insert_or_assign(key, value);
@@ -33,6 +33,13 @@ TEST(flat_u64_map, behaves_like_unordered_map_under_random_inserts_erases_and_ex
           EXPECT_EQ(*extracted, it->second);
           reference.erase(it);
         }
+        break;
+      }
+      case 4: {  // a count taken down by one, erased at zero
+        auto it = reference.find(key);
+        const bool there = map.update_or_erase(key, [](std::uint32_t& v) { return --v % 4 == 0; });
+        ASSERT_EQ(there, it != reference.end()) << key;
+        if (there && --it->second % 4 == 0) reference.erase(it);
         break;
       }
       default: {
