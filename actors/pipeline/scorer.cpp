@@ -36,9 +36,7 @@ void route(scorer_pointer self, scorer_core::state& s, const route_job_ptr& job)
   }
   if (!s.queue->push(job->request_id, job->priority, now, job)) {
     ++s.admission.rejected_full;
-    route_decision full;
-    full.failure = route_failure::queue_full;
-    return job->reply(std::move(full));
+    return job->reply(failed_with(route_failure::queue_full));
   }
   s.publish_depth();
   s.dispatch(now);
@@ -85,9 +83,7 @@ scorer_actor::behavior_type scorer(scorer_pointer self, std::shared_ptr<scorer_c
         if (auto job = s->queue->remove(request_id)) {
           ++s->admission.withdrawn;
           s->publish_depth();
-          route_decision gone;  // nobody reads it: the client is gone
-          gone.failure = route_failure::queue_timeout;
-          (*job)->reply(std::move(gone));
+          (*job)->reply(failed_with(route_failure::queue_timeout));  // nobody reads it: the client is gone
         }
       },
       [self](steps_waiting_atom) { self->state.core->apply_waiting_steps(); },

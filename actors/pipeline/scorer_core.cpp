@@ -16,6 +16,12 @@ route_query query_of(const route_job& job) {
           .disaggregate = job.disaggregate};
 }
 
+route_decision failed_with(route_failure why) {
+  route_decision decision;
+  decision.failure = why;
+  return decision;
+}
+
 void scorer_core::state::publish() {
   auto status = std::make_shared<scorer_snapshot>(router->status(clock_type::now()));
   status->admission = admission;
@@ -65,9 +71,7 @@ void scorer_core::state::dispatch(time_point now) {
 void scorer_core::state::expire_queue(time_point now) {
   queue->expire(now, [&](auto&& entry) {
     ++admission.timed_out;
-    route_decision timed_out;
-    timed_out.failure = route_failure::queue_timeout;
-    entry.payload->reply(std::move(timed_out));
+    entry.payload->reply(failed_with(route_failure::queue_timeout));
   });
   publish_depth();
 }

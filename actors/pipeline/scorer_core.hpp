@@ -33,6 +33,8 @@ class scorer_snapshot_cell;
 
 /// The query routing answers for a job.
 [[nodiscard]] route_query query_of(const route_job& job);
+/// A decision that chose no worker, for `why`.
+[[nodiscard]] route_decision failed_with(route_failure why);
 
 class scorer_core {
  public:
