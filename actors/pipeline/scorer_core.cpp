@@ -123,25 +123,23 @@ scorer_core::scorer_core(worker_set_router_settings routing, std::shared_ptr<sco
 
 scorer_core::held scorer_core::hold() {
   std::unique_lock lock(mutex_);
-  apply_steps_left(state_);
+  state_.apply_steps(take_steps(false));
   return {std::move(lock), state_};
 }
 
 std::optional<scorer_core::held> scorer_core::try_hold() {
   std::unique_lock lock(mutex_, std::try_to_lock);
   if (!lock.owns_lock() || retired_.load(std::memory_order_relaxed)) return std::nullopt;
-  apply_steps_left(state_);
+  state_.apply_steps(take_steps(false));
   return held(std::move(lock), state_);
 }
 
-void scorer_core::apply_steps_left(state& s) {
+std::vector<lifecycle_event> scorer_core::take_steps(bool scorer_rests_if_none) {
   std::vector<lifecycle_event> steps;
-  {
-    std::lock_guard lock(steps_mutex_);
-    if (steps_.empty()) return;
-    steps.swap(steps_);
-  }
-  s.apply_steps(steps);
+  std::lock_guard lock(steps_mutex_);
+  steps.swap(steps_);
+  if (steps.empty() && scorer_rests_if_none) scorer_woken_ = false;  // a step left from now on wakes it again
+  return steps;
 }
 
 std::optional<route_decision> scorer_core::try_decide(const route_query& query) {
@@ -177,18 +175,7 @@ void scorer_core::apply_waiting_steps() {
   // Until none is left: a step left while these apply finds the scorer still marked woken and
   // does not wake it again, so it is applied here. (Marked not woken before applying, every
   // step reported meanwhile would wake it once more, and under steady load it would never rest.)
-  for (;;) {
-    std::vector<lifecycle_event> steps;
-    {
-      std::lock_guard steps_lock(steps_mutex_);
-      if (steps_.empty()) {
-        scorer_woken_ = false;  // a step left from now on wakes the scorer again
-        return;
-      }
-      steps.swap(steps_);
-    }
-    state_.apply_steps(steps);
-  }
+  for (auto steps = take_steps(true); !steps.empty(); steps = take_steps(true)) state_.apply_steps(steps);
 }
 
 void scorer_core::retire() {

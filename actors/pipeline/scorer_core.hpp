@@ -122,8 +122,9 @@ class scorer_core {
 
  private:
   [[nodiscard]] std::optional<held> try_hold();
-  /// Applies the waiting steps under a lock already held.
-  void apply_steps_left(state& s);
+  /// The steps left waiting, taken; with none left and `scorer_rests_if_none`, the scorer is
+  /// marked not woken (the next step left behind a busy state wakes it).
+  [[nodiscard]] std::vector<lifecycle_event> take_steps(bool scorer_rests_if_none);
 
   std::mutex mutex_;
   state state_;

@@ -1,7 +1,6 @@
 #include "core/prompt/token_id_array.hpp"
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -119,12 +118,13 @@ __attribute__((target("avx2"))) std::size_t convert_in_fours(const char* text, s
   const __m256i sixty_four = _mm256_set1_epi64x(64), one = _mm256_set1_epi64x(1), low_byte = _mm256_set1_epi64x(0xff);
   const __m256i zero_digit = _mm256_set1_epi64x('0');
   const __m128i eight = _mm_set1_epi32(8), one32 = _mm_set1_epi32(1);
+  if (loadable < text) return 0;  // no eight-byte load fits: the scalar loop reads them all
   const auto last_load = static_cast<std::uint32_t>(loadable - text);  // the greatest begin a load may start at
   __m256i zero_led = _mm256_setzero_si256();
   __m128i before = _mm_set1_epi32(-1);  // the end before the first id: its begin is 0
   std::size_t i = 0;
   for (; i + 4 <= ends.size(); i += 4) {
-    if (loadable < text || ends[i + 2] + 1 > last_load) break;  // the fourth id's load would overrun
+    if (ends[i + 2] + 1 > last_load) break;  // the fourth id's load would overrun
     const __m128i end = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ends.data() + i));
     const __m128i begin = _mm_add_epi32(_mm_alignr_epi8(end, before, 12), one32);
     const __m128i length = _mm_sub_epi32(end, begin);
