@@ -46,22 +46,31 @@ prefix_index::worker_state& prefix_index::worker_slot(worker_id worker) {
 }
 
 void prefix_index::grow_bitsets(std::size_t words) {
-  std::vector<std::uint64_t> grown(entries_.size() * words, 0);
+  const std::size_t old_extra = words_ - 1, new_extra = words - 1;
+  std::vector<std::uint64_t> grown(entries_.size() * new_extra, 0);
   for (std::size_t e = 0; e < entries_.size(); ++e)
-    std::copy_n(worker_bits_.begin() + static_cast<std::ptrdiff_t>(e * words_), words_,
-                grown.begin() + static_cast<std::ptrdiff_t>(e * words));
-  worker_bits_.swap(grown);
+    std::copy_n(extra_holders_.begin() + static_cast<std::ptrdiff_t>(e * old_extra), old_extra,
+                grown.begin() + static_cast<std::ptrdiff_t>(e * new_extra));
+  extra_holders_.swap(grown);
   words_ = words;
 }
 
+std::uint64_t& prefix_index::holder_word(std::uint32_t entry_index, std::size_t word) {
+  return word == 0 ? entries_[entry_index].holders : extra_holders_[entry_index * (words_ - 1) + (word - 1)];
+}
+
+std::uint64_t prefix_index::holder_word(std::uint32_t entry_index, std::size_t word) const {
+  return const_cast<prefix_index*>(this)->holder_word(entry_index, word);
+}
+
 bool prefix_index::has_bit(std::uint32_t entry_index, worker_id worker) const {
-  return (worker_bits_[entry_index * words_ + worker / bits_per_word] >> (worker % bits_per_word)) & 1u;
+  return (holder_word(entry_index, worker / bits_per_word) >> (worker % bits_per_word)) & 1u;
 }
 
 bool prefix_index::is_live(worker_id worker, const worker_block& ref) const {
   if (ref.entry >= entries_.size()) return false;
   const entry& e = entries_[ref.entry];
-  return e.in_use && e.generation == ref.generation && has_bit(ref.entry, worker);
+  return e.in_use() && e.generation == ref.generation && has_bit(ref.entry, worker);
 }
 
 bool prefix_index::apply_stored(worker_id worker, const kv_stored& event) {
@@ -99,51 +108,42 @@ bool prefix_index::apply_stored(worker_id worker, const kv_stored& event) {
     state.blocks.prefetch(event.block_hashes[b]);
   }
 
-  // Phase 2: link every block to its entry.
+  // Phase 2: link every block to its entry, probing each table once per block. Nothing below
+  // changes a worker's map but the `try_emplace` itself (sweeps wait for the end), so `ref`
+  // stays valid across the unlinking and eviction that adding may do.
   for (std::size_t b = 0; b < n_blocks; ++b) {
     const std::uint64_t sequence_hash = scratch_sequence_[b];
-    // An engine hash re-used for other content: forget what it named before.
-    if (const worker_block* old = workers_[worker].blocks.find(event.block_hashes[b]);
-        old != nullptr && is_live(worker, *old) && entries_[old->entry].sequence_hash != sequence_hash)
-      remove_pair(worker, old->entry);
-    const worker_block ref = add_pair(worker, sequence_hash);
-    workers_[worker].blocks.insert_or_assign(event.block_hashes[b], ref);
+    auto [ref, new_key] = state.blocks.try_emplace(event.block_hashes[b]);
+    if (!new_key && is_live(worker, *ref)) {
+      if (entries_[ref->entry].sequence_hash == sequence_hash) {  // stored again: already linked
+        entries_[ref->entry].referenced = true;
+        ref->expires_ns = 0;  // a KV event owns the pair from here on, even if it was predicted
+        continue;
+      }
+      remove_pair(worker, ref->entry);  // an engine hash re-used for other content
+    }
+    *ref = add_pair(worker, sequence_hash);
   }
+  sweep_due_workers();
   return true;
 }
 
 prefix_index::worker_block prefix_index::add_pair(worker_id worker, std::uint64_t sequence_hash) {
-  const std::uint32_t* existing = by_sequence_hash_.find(sequence_hash);
-  if (existing != nullptr && has_bit(*existing, worker)) {
-    entry& e = entries_[*existing];
+  auto [slot, new_key] = by_sequence_hash_.try_emplace(sequence_hash, no_entry);
+  if (!new_key && has_bit(*slot, worker)) {
+    entry& e = entries_[*slot];
     e.referenced = true;
-    return {*existing, e.generation, 0};
+    return {*slot, e.generation, 0};
   }
   if (total_blocks_ >= max_blocks_) {
     while (total_blocks_ >= max_blocks_) evict_one();
-    existing = by_sequence_hash_.find(sequence_hash);  // the eviction may have dropped it
+    // The evictions moved slots, and may have dropped this hash's entry: look again.
+    slot = by_sequence_hash_.try_emplace(sequence_hash, no_entry).first;
   }
-
-  std::uint32_t index;
-  if (existing != nullptr) {
-    index = *existing;
-  } else {
-    if (!free_entries_.empty()) {
-      index = free_entries_.back();
-      free_entries_.pop_back();
-    } else {
-      index = static_cast<std::uint32_t>(entries_.size());
-      entries_.emplace_back();
-      worker_bits_.resize(worker_bits_.size() + words_, 0);
-    }
-    entry& fresh = entries_[index];
-    fresh.sequence_hash = sequence_hash;
-    fresh.in_use = true;
-    fresh.worker_count = 0;
-    by_sequence_hash_.insert_or_assign(sequence_hash, index);
-  }
+  if (*slot == no_entry) *slot = new_entry(sequence_hash);
+  const std::uint32_t index = *slot;
   entry& e = entries_[index];
-  worker_bits_[index * words_ + worker / bits_per_word] |= std::uint64_t{1} << (worker % bits_per_word);
+  holder_word(index, worker / bits_per_word) |= std::uint64_t{1} << (worker % bits_per_word);
   ++e.worker_count;
   e.referenced = true;
   ++workers_[worker].live_blocks;
@@ -151,9 +151,23 @@ prefix_index::worker_block prefix_index::add_pair(worker_id worker, std::uint64_
   return {index, e.generation, 0};
 }
 
+std::uint32_t prefix_index::new_entry(std::uint64_t sequence_hash) {
+  std::uint32_t index;
+  if (!free_entries_.empty()) {
+    index = free_entries_.back();
+    free_entries_.pop_back();
+  } else {
+    index = static_cast<std::uint32_t>(entries_.size());
+    entries_.emplace_back();
+    extra_holders_.resize(extra_holders_.size() + (words_ - 1), 0);
+  }
+  entries_[index].sequence_hash = sequence_hash;
+  return index;
+}
+
 void prefix_index::remove_pair(worker_id worker, std::uint32_t entry_index) {
   entry& e = entries_[entry_index];
-  worker_bits_[entry_index * words_ + worker / bits_per_word] &= ~(std::uint64_t{1} << (worker % bits_per_word));
+  holder_word(entry_index, worker / bits_per_word) &= ~(std::uint64_t{1} << (worker % bits_per_word));
   --workers_[worker].live_blocks;
   --total_blocks_;
   if (--e.worker_count == 0) drop_entry(entry_index);
@@ -162,20 +176,22 @@ void prefix_index::remove_pair(worker_id worker, std::uint32_t entry_index) {
 void prefix_index::drop_entry(std::uint32_t entry_index) {
   entry& e = entries_[entry_index];
   by_sequence_hash_.erase(e.sequence_hash);
-  e.in_use = false;
   e.referenced = false;
   e.worker_count = 0;
   ++e.generation;  // every worker's reference to it is stale from here on
   free_entries_.push_back(entry_index);
 
-  std::uint64_t* bits = &worker_bits_[entry_index * words_];
   for (std::size_t w = 0; w < words_; ++w) {
-    const std::uint64_t holders = std::exchange(bits[w], 0);
+    const std::uint64_t holders = std::exchange(holder_word(entry_index, w), 0);
     for (std::uint64_t word = holders; word != 0; word &= word - 1) {
       const auto worker = static_cast<worker_id>(w * bits_per_word + static_cast<std::size_t>(std::countr_zero(word)));
-      --workers_[worker].live_blocks;
+      worker_state& holder = workers_[worker];
+      --holder.live_blocks;
       --total_blocks_;
-      sweep_stale_references(worker);
+      if (!holder.sweep_due && holder.blocks.size() > 2 * holder.live_blocks + 1024) {
+        holder.sweep_due = true;
+        sweep_due_.push_back(worker);
+      }
     }
   }
 }
@@ -186,7 +202,7 @@ void prefix_index::evict_one() {
     if (clock_hand_ >= entries_.size()) clock_hand_ = 0;
     entry& e = entries_[clock_hand_];
     const auto index = static_cast<std::uint32_t>(clock_hand_++);
-    if (!e.in_use) continue;
+    if (!e.in_use()) continue;
     if (e.referenced) {
       e.referenced = false;
       continue;
@@ -197,12 +213,17 @@ void prefix_index::evict_one() {
   }
 }
 
-void prefix_index::sweep_stale_references(worker_id worker) {
-  // Dropped entries leave stale references behind (found lazily by generation); sweep them
-  // once they outnumber the live ones, so the per-worker map stays proportional to its blocks.
-  worker_state& state = workers_[worker];
-  if (state.blocks.size() <= 2 * state.live_blocks + 1024) return;
-  state.blocks.erase_if([&](std::uint64_t, const worker_block& ref) { return !is_live(worker, ref); });
+void prefix_index::sweep_due_workers() {
+  // Dropped entries leave stale references behind (found lazily by generation); a worker's map
+  // is swept once they outnumber its live ones, so that it stays proportional to its blocks.
+  // Sweeps wait for the end of an operation: until then, references into maps stay valid.
+  for (const worker_id worker : sweep_due_) {
+    worker_state& state = workers_[worker];
+    state.sweep_due = false;
+    if (state.blocks.size() <= 2 * state.live_blocks + 1024) continue;
+    state.blocks.erase_if([&](std::uint64_t, const worker_block& ref) { return !is_live(worker, ref); });
+  }
+  sweep_due_.clear();
 }
 
 void prefix_index::apply_removed(worker_id worker, const kv_removed& event) {
@@ -215,10 +236,7 @@ void prefix_index::apply_removed(worker_id worker, const kv_removed& event) {
     const worker_block* ref = state.blocks.find(hash);
     const std::uint32_t entry_index = ref != nullptr ? ref->entry : UINT32_MAX;
     scratch_entries_.push_back(entry_index);
-    if (entry_index < entries_.size()) {
-      __builtin_prefetch(&entries_[entry_index]);
-      __builtin_prefetch(&worker_bits_[entry_index * words_]);
-    }
+    if (entry_index < entries_.size()) __builtin_prefetch(&entries_[entry_index]);
   }
   for (std::uint32_t entry_index : scratch_entries_)
     if (entry_index < entries_.size()) by_sequence_hash_.prefetch(entries_[entry_index].sequence_hash);
@@ -231,6 +249,7 @@ void prefix_index::apply_removed(worker_id worker, const kv_removed& event) {
     remove_pair(worker, ref->entry);
     ++counters_.removed_blocks;
   }
+  sweep_due_workers();
 }
 
 void prefix_index::apply_cleared(worker_id worker) {
@@ -241,6 +260,7 @@ void prefix_index::apply_cleared(worker_id worker) {
   blocks.for_each([&](std::uint64_t, const worker_block& ref) {
     if (is_live(worker, ref)) remove_pair(worker, ref.entry);
   });
+  sweep_due_workers();
 }
 
 void prefix_index::remove_worker(worker_id worker) {
@@ -250,22 +270,22 @@ void prefix_index::remove_worker(worker_id worker) {
 }
 
 void prefix_index::insert_predicted(worker_id worker, std::span<const std::uint64_t> sequence_hashes, time_point now) {
-  worker_slot(worker);
+  worker_state& state = worker_slot(worker);
   const std::int64_t expires = to_ns(now + approx_ttl_);
   for (std::uint64_t sequence_hash : sequence_hashes) {
-    worker_block* ref = workers_[worker].blocks.find(sequence_hash);
-    if (ref != nullptr && is_live(worker, *ref)) {
+    auto [ref, new_key] = state.blocks.try_emplace(sequence_hash);
+    if (!new_key && is_live(worker, *ref)) {
       ref->expires_ns = expires;  // refreshed; the heap entry is re-armed when it comes due
       entries_[ref->entry].referenced = true;
       continue;
     }
-    worker_block fresh = add_pair(worker, sequence_hash);
-    fresh.expires_ns = expires;
-    workers_[worker].blocks.insert_or_assign(sequence_hash, fresh);
+    *ref = add_pair(worker, sequence_hash);
+    ref->expires_ns = expires;
     expiry_heap_.push_back({expires, worker, sequence_hash});
     std::push_heap(expiry_heap_.begin(), expiry_heap_.end(), std::greater<>{});
     ++counters_.predicted_blocks;
   }
+  sweep_due_workers();
   if (expiry_heap_.size() > 2 * max_blocks_ + 1024) compact_expiry_heap();
 }
 
@@ -293,6 +313,7 @@ void prefix_index::expire(time_point now) {
     remove_pair(due.worker, entry_index);
     ++counters_.expired_blocks;
   }
+  sweep_due_workers();
 }
 
 void prefix_index::compact_expiry_heap() {
@@ -317,10 +338,10 @@ std::uint32_t prefix_index::find_matches(std::span<const std::uint64_t> sequence
   for (; depth < sequence_hashes.size(); ++depth) {
     const std::uint32_t* found = by_sequence_hash_.find(sequence_hashes[depth]);
     if (found == nullptr) break;
-    const std::uint64_t* bits = &worker_bits_[*found * words_];
     std::uint64_t any = 0;
     for (std::size_t w = 0; w < words_; ++w) {
-      const std::uint64_t still = depth == 0 ? bits[w] : (active[w] & bits[w]);
+      const std::uint64_t holders = holder_word(*found, w);
+      const std::uint64_t still = depth == 0 ? holders : (active[w] & holders);
       // Workers that drop out here cached exactly `depth` leading blocks.
       for (std::uint64_t dropped = active[w] & ~still; dropped != 0; dropped &= dropped - 1)
         overlap_blocks[w * bits_per_word + static_cast<std::size_t>(std::countr_zero(dropped))] = depth;
@@ -345,7 +366,7 @@ bool prefix_index::contains(worker_id worker, std::uint64_t sequence_hash) const
 void prefix_index::collect_worker_blocks(worker_id worker, std::vector<std::uint64_t>& out) const {
   if (worker >= workers_.size()) return;
   for (std::uint32_t e = 0; e < entries_.size(); ++e)
-    if (entries_[e].in_use && has_bit(e, worker)) out.push_back(entries_[e].sequence_hash);
+    if (entries_[e].in_use() && has_bit(e, worker)) out.push_back(entries_[e].sequence_hash);
 }
 
 std::uint64_t prefix_index::worker_blocks(worker_id worker) const {
@@ -354,7 +375,7 @@ std::uint64_t prefix_index::worker_blocks(worker_id worker) const {
 
 std::size_t prefix_index::memory_bytes() const {
   std::size_t bytes = by_sequence_hash_.memory_bytes() + entries_.capacity() * sizeof(entry) +
-                      worker_bits_.capacity() * sizeof(std::uint64_t) +
+                      extra_holders_.capacity() * sizeof(std::uint64_t) +
                       free_entries_.capacity() * sizeof(std::uint32_t) + expiry_heap_.capacity() * sizeof(expiry) +
                       workers_.capacity() * sizeof(worker_state);
   for (const worker_state& state : workers_) bytes += state.blocks.memory_bytes();

@@ -83,13 +83,19 @@ class prefix_index {
   [[nodiscard]] std::size_t memory_bytes() const;
 
  private:
+  /// One distinct sequence hash, with the holder bits of workers 0-63 inline: a removal or a
+  /// match step reads one entry, not an entry and a bitset elsewhere. 24 bytes: the index's
+  /// tables compete for the last-level cache with everything else, and each byte per entry
+  /// shows in the apply rate (docs/benchmarks.md).
   struct entry {
     std::uint64_t sequence_hash = 0;
-    std::uint32_t generation = 0;  ///< bumped when the entry is dropped, invalidating references
-    std::uint32_t worker_count = 0;
-    bool referenced = false;       ///< CLOCK reference bit
-    bool in_use = false;
+    std::uint64_t holders = 0;          ///< bit w: worker w (< 64) caches the block; others in extra_holders_
+    std::uint32_t generation = 0;       ///< bumped when the entry is dropped, invalidating references
+    std::uint32_t worker_count : 31 = 0;  ///< workers caching the block; 0 = the entry is free
+    std::uint32_t referenced : 1 = 0;     ///< CLOCK reference bit
+    [[nodiscard]] bool in_use() const { return worker_count != 0; }
   };
+  static_assert(sizeof(entry) == 24);
   /// A worker's reference to an entry, keyed by the engine's block hash (or, for predictions,
   /// the sequence hash). Stale once the entry's generation moves on.
   struct worker_block {
@@ -100,6 +106,7 @@ class prefix_index {
   struct worker_state {
     flat_u64_map<worker_block> blocks;
     std::uint64_t live_blocks = 0;
+    bool sweep_due = false;  ///< listed in sweep_due_
   };
   struct expiry {
     std::int64_t at_ns;
@@ -111,27 +118,38 @@ class prefix_index {
   worker_state& worker_slot(worker_id worker);
   [[nodiscard]] bool is_live(worker_id worker, const worker_block& ref) const;
   [[nodiscard]] bool has_bit(std::uint32_t entry_index, worker_id worker) const;
+  /// Holder bits of workers [64 * word, 64 * word + 64) for an entry.
+  [[nodiscard]] std::uint64_t& holder_word(std::uint32_t entry_index, std::size_t word);
+  [[nodiscard]] std::uint64_t holder_word(std::uint32_t entry_index, std::size_t word) const;
   void grow_bitsets(std::size_t words);
   /// Adds (worker, sequence_hash) unless present; evicts first if the bound is reached.
-  /// Returns the reference to store under the worker's key.
+  /// Returns the reference to store under the worker's key. Changes no worker's map.
   worker_block add_pair(worker_id worker, std::uint64_t sequence_hash);
+  /// A free entry (reused or appended) named `sequence_hash`, held by no worker yet.
+  std::uint32_t new_entry(std::uint64_t sequence_hash);
   void remove_pair(worker_id worker, std::uint32_t entry_index);
   void drop_entry(std::uint32_t entry_index);
   void evict_one();
-  void sweep_stale_references(worker_id worker);
+  /// Sweeps the stale references out of the maps of the workers listed in sweep_due_. Every
+  /// operation that may drop entries calls it last.
+  void sweep_due_workers();
   void compact_expiry_heap();
 
   std::uint32_t block_size_;
   std::uint64_t max_blocks_;
   duration approx_ttl_;
 
-  flat_u64_map<std::uint32_t> by_sequence_hash_;
+  /// Sequence hash -> entry. Its keys are the router's own xxh3-derived hashes, already well
+  /// spread, so one multiplication places them.
+  flat_u64_map<std::uint32_t, fibonacci_mix> by_sequence_hash_;
+  static constexpr std::uint32_t no_entry = UINT32_MAX;  ///< a key add_pair is placing
   std::vector<entry> entries_;
-  std::vector<std::uint64_t> worker_bits_;  ///< entries_.size() * words_ bitset words
-  std::size_t words_ = 1;
+  std::vector<std::uint64_t> extra_holders_;  ///< entries_.size() * (words_ - 1) words: workers 64 and up
+  std::size_t words_ = 1;                     ///< holder words per entry: ceil(worker slots / 64)
   std::vector<std::uint32_t> free_entries_;
   std::size_t clock_hand_ = 0;
   std::vector<worker_state> workers_;
+  std::vector<worker_id> sweep_due_;  ///< workers whose stale references outnumber their live ones
   std::vector<expiry> expiry_heap_;  ///< min-heap of predicted pairs by expiry
   std::uint64_t total_blocks_ = 0;
   index_counters counters_;

@@ -145,6 +145,20 @@ TEST(prefix_index, a_bound_of_one_block_still_accepts_every_event) {
   }
 }
 
+TEST(prefix_index, references_to_evicted_entries_are_swept_so_a_workers_map_stays_near_its_live_blocks) {
+  // Evictions drop entries that worker 0 still names under its engine hashes; those stale
+  // references must be swept, or the worker's map grows with every block it ever stored.
+  prefix_index index(test_block_size, 64);
+  for (std::uint64_t h = 1; h <= 20000; ++h)
+    index.apply_stored(0, make_stored({h}, std::nullopt, {static_cast<std::uint32_t>(h)}));
+  EXPECT_EQ(index.total_blocks(), 64u);
+  // Live 64; the sweep lets stale ones reach 2 * live + 1024, so the map holds at most 4096
+  // slots (24 bytes each) after 20 000 distinct engine hashes, not 32 768.
+  EXPECT_LT(index.memory_bytes(), 160u * 1024u);
+  EXPECT_TRUE(index.contains(0, request_hashes({20000})[0]));
+  EXPECT_FALSE(index.contains(0, request_hashes({1})[0]));
+}
+
 TEST(prefix_index, predicted_blocks_expire_after_their_ttl_unless_refreshed) {
   prefix_index index(test_block_size, 1000, seconds(120));
   const time_point t0{};
