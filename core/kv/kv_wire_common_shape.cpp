@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "core/kv/kv_wire.hpp"
+#include "core/kv/msgpack_token_ids.hpp"
 #include "core/kv/msgpack_view.hpp"
 
 namespace kvr {
@@ -157,33 +158,14 @@ class common_shape_reader {
     return true;
   }
 
-  /// Token ids: unsigned integers below 2^32 in their usual widths, one tight loop.
+  /// Token ids: unsigned integers below 2^32 in their usual widths (msgpack_token_ids).
   bool token_ids(std::vector<std::uint32_t>& out) {
     std::uint32_t n = 0;
     if (!array(n) || n > left()) return false;
     out.resize(n);
-    const std::uint8_t* p = p_;
-    for (std::uint32_t& token : out) {
-      const std::size_t available = static_cast<std::size_t>(end_ - p);
-      if (available == 0) return false;
-      const std::uint8_t marker = *p;
-      if (marker <= 0x7f) {
-        token = marker;
-        p += 1;
-      } else if (marker == 0xcd && available >= 3) {
-        token = load_big_endian<std::uint16_t>(p + 1);
-        p += 3;
-      } else if (marker == 0xce && available >= 5) {
-        token = load_big_endian<std::uint32_t>(p + 1);
-        p += 5;
-      } else if (marker == 0xcc && available >= 2) {
-        token = p[1];
-        p += 2;
-      } else {
-        return false;
-      }
-    }
-    p_ = p;
+    const std::uint8_t* after = read_msgpack_token_ids(p_, end_, out);
+    if (after == nullptr) return false;
+    p_ = after;
     return true;
   }
 
