@@ -338,9 +338,11 @@ std::uint32_t prefix_index::find_matches(std::span<const std::uint64_t> sequence
   for (; depth < sequence_hashes.size(); ++depth) {
     const std::uint32_t* found = by_sequence_hash_.find(sequence_hashes[depth]);
     if (found == nullptr) break;
+    // Workers 0-63 from the entry, the others from their own array.
+    const std::uint64_t* extra = words_ > 1 ? &extra_holders_[*found * (words_ - 1)] - 1 : nullptr;
     std::uint64_t any = 0;
     for (std::size_t w = 0; w < words_; ++w) {
-      const std::uint64_t holders = holder_word(*found, w);
+      const std::uint64_t holders = w == 0 ? entries_[*found].holders : extra[w];
       const std::uint64_t still = depth == 0 ? holders : (active[w] & holders);
       // Workers that drop out here cached exactly `depth` leading blocks.
       for (std::uint64_t dropped = active[w] & ~still; dropped != 0; dropped &= dropped - 1)
