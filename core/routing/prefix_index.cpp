@@ -339,10 +339,10 @@ std::uint32_t prefix_index::find_matches(std::span<const std::uint64_t> sequence
     const std::uint32_t* found = by_sequence_hash_.find(sequence_hashes[depth]);
     if (found == nullptr) break;
     // Workers 0-63 from the entry, the others from their own array.
-    const std::uint64_t* extra = words_ > 1 ? &extra_holders_[*found * (words_ - 1)] - 1 : nullptr;
+    const std::uint64_t* extra = extra_holders_.data() + std::size_t{*found} * (words_ - 1);
     std::uint64_t any = 0;
     for (std::size_t w = 0; w < words_; ++w) {
-      const std::uint64_t holders = w == 0 ? entries_[*found].holders : extra[w];
+      const std::uint64_t holders = w == 0 ? entries_[*found].holders : extra[w - 1];
       const std::uint64_t still = depth == 0 ? holders : (active[w] & holders);
       // Workers that drop out here cached exactly `depth` leading blocks.
       for (std::uint64_t dropped = active[w] & ~still; dropped != 0; dropped &= dropped - 1)

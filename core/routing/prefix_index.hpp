@@ -84,9 +84,8 @@ class prefix_index {
 
  private:
   /// One distinct sequence hash, with the holder bits of workers 0-63 inline: a removal or a
-  /// match step reads one entry, not an entry and a bitset elsewhere. 24 bytes: the index's
-  /// tables compete for the last-level cache with everything else, and each byte per entry
-  /// shows in the apply rate (docs/benchmarks.md).
+  /// match step reads one entry, not an entry and a bitset elsewhere. 24 bytes; padded or
+  /// aligned to 32 it measured no faster (docs/benchmarks.md).
   struct entry {
     std::uint64_t sequence_hash = 0;
     std::uint64_t holders = 0;          ///< bit w: worker w (< 64) caches the block; others in extra_holders_
