@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Runs Google Benchmark binaries alternately, one process each per round, and prints the
-median items/s (bytes/s where a benchmark counts no items) of every benchmark per binary and the last binary's ratio to the first.
+median items/s (bytes/s where a benchmark counts no items) of every benchmark per binary, the
+last binary's ratio to the first, and each binary's slowest round (what a target must hold in
+the machine's slow mode too).
 
 Why alternate processes: this machine has slow and fast modes that last seconds to minutes, and
 one process can run 30% slower than the next; a before/after measured in one process each, or
@@ -34,8 +36,10 @@ def main() -> int:
     print(f"median items/s or bytes/s (M) over {rounds} alternating rounds: " + " | ".join(binaries))
     for name, per_binary in rates.items():
         medians = [statistics.median(per_binary[b]) for b in binaries]
+        slowest = [min(per_binary[b]) for b in binaries]
         ratio = f"  {medians[-1] / medians[0]:.2f}x" if len(binaries) > 1 and medians[0] > 0 else ""
-        print(f"{name:48s} " + "  ".join(f"{m:7.2f}" for m in medians) + ratio)
+        print(f"{name:48s} " + "  ".join(f"{m:7.2f}" for m in medians) + ratio +
+              "   slowest: " + "  ".join(f"{m:.2f}" for m in slowest))
     return 0
 
 

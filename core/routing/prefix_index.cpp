@@ -117,12 +117,13 @@ bool prefix_index::apply_stored(worker_id worker, const kv_stored& event) {
     if (!new_key && is_live(worker, *ref)) {
       if (entries_[ref->entry].sequence_hash == sequence_hash) {  // stored again: already linked
         entries_[ref->entry].referenced = true;
-        ref->expires_ns = 0;  // a KV event owns the pair from here on, even if it was predicted
+        clear_ttl(state, event.block_hashes[b]);
         continue;
       }
       remove_pair(worker, ref->entry);  // an engine hash re-used for other content
     }
     *ref = add_pair(worker, sequence_hash);
+    clear_ttl(state, event.block_hashes[b]);
   }
   sweep_due_workers();
   return true;
@@ -133,7 +134,7 @@ prefix_index::worker_block prefix_index::add_pair(worker_id worker, std::uint64_
   if (!new_key && has_bit(*slot, worker)) {
     entry& e = entries_[*slot];
     e.referenced = true;
-    return {*slot, e.generation, 0};
+    return {*slot, e.generation};
   }
   if (total_blocks_ >= max_blocks_) {
     while (total_blocks_ >= max_blocks_) evict_one();
@@ -148,7 +149,11 @@ prefix_index::worker_block prefix_index::add_pair(worker_id worker, std::uint64_
   e.referenced = true;
   ++workers_[worker].live_blocks;
   ++total_blocks_;
-  return {index, e.generation, 0};
+  return {index, e.generation};
+}
+
+void prefix_index::clear_ttl(worker_state& state, std::uint64_t key) {
+  if (!state.predicted_until.empty()) state.predicted_until.erase(key);
 }
 
 std::uint32_t prefix_index::new_entry(std::uint64_t sequence_hash) {
@@ -222,6 +227,8 @@ void prefix_index::sweep_due_workers() {
     state.sweep_due = false;
     if (state.blocks.size() <= 2 * state.live_blocks + 1024) continue;
     state.blocks.erase_if([&](std::uint64_t, const worker_block& ref) { return !is_live(worker, ref); });
+    if (!state.predicted_until.empty())
+      state.predicted_until.erase_if([&](std::uint64_t key, std::int64_t) { return state.blocks.find(key) == nullptr; });
   }
   sweep_due_.clear();
 }
@@ -242,6 +249,7 @@ void prefix_index::apply_removed(worker_id worker, const kv_removed& event) {
     if (entry_index < entries_.size()) by_sequence_hash_.prefetch(entries_[entry_index].sequence_hash);
   for (std::uint64_t hash : event.block_hashes) {
     const std::optional<worker_block> ref = state.blocks.extract(hash);  // stale or live, it goes
+    clear_ttl(state, hash);
     if (!ref || !is_live(worker, *ref)) {
       ++counters_.unknown_removed;
       continue;
@@ -257,6 +265,7 @@ void prefix_index::apply_cleared(worker_id worker) {
   ++counters_.cleared;
   flat_u64_map<worker_block> blocks;
   blocks.swap(state.blocks);
+  state.predicted_until.clear();
   blocks.for_each([&](std::uint64_t, const worker_block& ref) {
     if (is_live(worker, ref)) remove_pair(worker, ref.entry);
   });
@@ -275,12 +284,14 @@ void prefix_index::insert_predicted(worker_id worker, std::span<const std::uint6
   for (std::uint64_t sequence_hash : sequence_hashes) {
     auto [ref, new_key] = state.blocks.try_emplace(sequence_hash);
     if (!new_key && is_live(worker, *ref)) {
-      ref->expires_ns = expires;  // refreshed; the heap entry is re-armed when it comes due
       entries_[ref->entry].referenced = true;
+      // Refreshed: the heap entry is re-armed when it comes due. A pair a KV event stored
+      // stays without TTL.
+      if (std::int64_t* until = state.predicted_until.find(sequence_hash)) *until = expires;
       continue;
     }
     *ref = add_pair(worker, sequence_hash);
-    ref->expires_ns = expires;
+    state.predicted_until.insert_or_assign(sequence_hash, expires);
     expiry_heap_.push_back({expires, worker, sequence_hash});
     std::push_heap(expiry_heap_.begin(), expiry_heap_.end(), std::greater<>{});
     ++counters_.predicted_blocks;
@@ -297,20 +308,17 @@ void prefix_index::expire(time_point now) {
     expiry_heap_.pop_back();
     if (due.worker >= workers_.size()) continue;
     worker_state& state = workers_[due.worker];
-    worker_block* ref = state.blocks.find(due.key);
-    if (ref == nullptr || ref->expires_ns == 0) continue;  // gone, or now owned by a KV event
-    if (!is_live(due.worker, *ref)) {
-      state.blocks.erase(due.key);
-      continue;
-    }
-    if (ref->expires_ns > now_ns) {  // refreshed since this heap entry was armed
-      expiry_heap_.push_back({ref->expires_ns, due.worker, due.key});
+    const std::int64_t* until = state.predicted_until.find(due.key);
+    if (until == nullptr) continue;  // gone, or now owned by a KV event
+    if (*until > now_ns) {  // refreshed since this heap entry was armed
+      expiry_heap_.push_back({*until, due.worker, due.key});
       std::push_heap(expiry_heap_.begin(), expiry_heap_.end(), std::greater<>{});
       continue;
     }
-    const std::uint32_t entry_index = ref->entry;
-    state.blocks.erase(due.key);
-    remove_pair(due.worker, entry_index);
+    state.predicted_until.erase(due.key);
+    const std::optional<worker_block> ref = state.blocks.extract(due.key);
+    if (!ref || !is_live(due.worker, *ref)) continue;
+    remove_pair(due.worker, ref->entry);
     ++counters_.expired_blocks;
   }
   sweep_due_workers();
@@ -321,8 +329,9 @@ void prefix_index::compact_expiry_heap() {
   // predicted pairs so the heap stays proportional to the bound.
   expiry_heap_.clear();
   for (worker_id w = 0; w < workers_.size(); ++w)
-    workers_[w].blocks.for_each([&](std::uint64_t key, const worker_block& ref) {
-      if (ref.expires_ns != 0 && is_live(w, ref)) expiry_heap_.push_back({ref.expires_ns, w, key});
+    workers_[w].predicted_until.for_each([&](std::uint64_t key, std::int64_t until) {
+      const worker_block* ref = workers_[w].blocks.find(key);
+      if (ref != nullptr && is_live(w, *ref)) expiry_heap_.push_back({until, w, key});
     });
   std::make_heap(expiry_heap_.begin(), expiry_heap_.end(), std::greater<>{});
 }
@@ -380,7 +389,7 @@ std::size_t prefix_index::memory_bytes() const {
                       extra_holders_.capacity() * sizeof(std::uint64_t) +
                       free_entries_.capacity() * sizeof(std::uint32_t) + expiry_heap_.capacity() * sizeof(expiry) +
                       workers_.capacity() * sizeof(worker_state);
-  for (const worker_state& state : workers_) bytes += state.blocks.memory_bytes();
+  for (const worker_state& state : workers_) bytes += state.blocks.memory_bytes() + state.predicted_until.memory_bytes();
   return bytes;
 }
 

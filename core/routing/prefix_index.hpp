@@ -96,14 +96,19 @@ class prefix_index {
   };
   static_assert(sizeof(entry) == 24);
   /// A worker's reference to an entry, keyed by the engine's block hash (or, for predictions,
-  /// the sequence hash). Stale once the entry's generation moves on.
+  /// the sequence hash). Stale once the entry's generation moves on. 8 bytes, so that a map slot
+  /// is 16 and four share a cache line: a probe that steps on finds the next slot in the same
+  /// line (with 24-byte slots, a third of the steps missed; docs/benchmarks.md).
   struct worker_block {
     std::uint32_t entry = 0;
     std::uint32_t generation = 0;
-    std::int64_t expires_ns = 0;  ///< approximate mode only; 0 = no TTL
   };
+  static_assert(sizeof(worker_block) == 8);
   struct worker_state {
     flat_u64_map<worker_block> blocks;
+    /// Approximate mode: when each predicted pair expires, by the same key. A key absent here
+    /// has no TTL (a KV event stored it). Kept apart so that KV-event maps stay small.
+    flat_u64_map<std::int64_t> predicted_until;
     std::uint64_t live_blocks = 0;
     bool sweep_due = false;  ///< listed in sweep_due_
   };
@@ -124,6 +129,8 @@ class prefix_index {
   /// Adds (worker, sequence_hash) unless present; evicts first if the bound is reached.
   /// Returns the reference to store under the worker's key. Changes no worker's map.
   worker_block add_pair(worker_id worker, std::uint64_t sequence_hash);
+  /// A KV event owns the pair under `key` from here on, or the pair is gone: it has no TTL.
+  static void clear_ttl(worker_state& state, std::uint64_t key);
   /// A free entry (reused or appended) named `sequence_hash`, held by no worker yet.
   std::uint32_t new_entry(std::uint64_t sequence_hash);
   void remove_pair(worker_id worker, std::uint32_t entry_index);

@@ -153,8 +153,8 @@ TEST(prefix_index, references_to_evicted_entries_are_swept_so_a_workers_map_stay
     index.apply_stored(0, make_stored({h}, std::nullopt, {static_cast<std::uint32_t>(h)}));
   EXPECT_EQ(index.total_blocks(), 64u);
   // Live 64; the sweep lets stale ones reach 2 * live + 1024, so the map holds at most 4096
-  // slots (24 bytes each) after 20 000 distinct engine hashes, not 32 768.
-  EXPECT_LT(index.memory_bytes(), 160u * 1024u);
+  // slots (16 bytes each) after 20 000 distinct engine hashes, not 32 768.
+  EXPECT_LT(index.memory_bytes(), 96u * 1024u);
   EXPECT_TRUE(index.contains(0, request_hashes({20000})[0]));
   EXPECT_FALSE(index.contains(0, request_hashes({1})[0]));
 }
@@ -175,6 +175,38 @@ TEST(prefix_index, predicted_blocks_expire_after_their_ttl_unless_refreshed) {
   EXPECT_EQ(overlaps(index, {100, 200}), (std::vector<std::uint32_t>{0, 0}));
   EXPECT_EQ(index.total_blocks(), 0u);
   EXPECT_EQ(index.counters().expired_blocks, 3u);
+}
+
+TEST(prefix_index, a_pair_a_kv_event_stored_never_expires_whether_predicted_before_or_after) {
+  // In approximate mode the keys are sequence hashes; an engine whose block hashes are the
+  // router's own puts a KV event on the same key. The event owns the pair: no TTL ends it.
+  prefix_index index(test_block_size, 1000, seconds(120));
+  const time_point t0{};
+  const std::uint64_t first = request_hashes({100})[0];
+  index.insert_predicted(0, request_hashes({100}), t0);
+  index.apply_stored(0, make_stored({first}, std::nullopt, {100}));  // predicted, then stored
+  index.apply_stored(1, make_stored({first}, std::nullopt, {100}));
+  index.insert_predicted(1, request_hashes({100}), t0);  // stored, then predicted
+  index.expire(t0 + seconds(1000));
+  EXPECT_EQ(overlaps(index, {100}), (std::vector<std::uint32_t>{1, 1}));
+  EXPECT_EQ(index.counters().expired_blocks, 0u);
+}
+
+TEST(prefix_index, a_predicted_pair_removed_or_cleared_before_its_ttl_is_not_expired_again) {
+  prefix_index index(test_block_size, 1000, seconds(120));
+  const time_point t0{};
+  index.insert_predicted(0, request_hashes({100, 200}), t0);
+  index.insert_predicted(1, request_hashes({100}), t0);
+  index.apply_removed(0, kv_removed{{request_hashes({100, 200})[1]}});
+  index.apply_cleared(1);
+  index.insert_predicted(1, request_hashes({300}), t0 + seconds(60));  // predicted again after the clear
+  EXPECT_EQ(index.total_blocks(), 2u);
+  index.expire(t0 + seconds(120));
+  EXPECT_EQ(index.total_blocks(), 1u) << "only worker 0's first block was still predicted";
+  EXPECT_EQ(index.counters().expired_blocks, 1u);
+  index.expire(t0 + seconds(180));
+  EXPECT_EQ(index.total_blocks(), 0u);
+  EXPECT_EQ(index.counters().expired_blocks, 2u);
 }
 
 TEST(prefix_index, image_hashes_on_an_event_match_the_request_side_image_hash) {
