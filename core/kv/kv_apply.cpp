@@ -10,6 +10,7 @@ void apply_batch(prefix_index& index, worker_id worker, const kv_batch& batch, k
   ++counters.batches;
   counters.unknown_events += batch.unknown_events;
   counters.malformed_events += batch.malformed_events;
+  index.prefetch(worker, batch.events);
   for (const kv_event& event : batch.events) {
     if (const auto* stored = std::get_if<kv_stored>(&event)) {
       ++counters.stored_events;

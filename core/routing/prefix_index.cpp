@@ -129,6 +129,33 @@ bool prefix_index::apply_stored(worker_id worker, const kv_stored& event) {
   return true;
 }
 
+void prefix_index::prefetch(worker_id worker, std::span<const kv_event> events) const {
+  if (events.size() < 2 || worker >= workers_.size()) return;  // one event prefetches for itself
+  const worker_state& state = workers_[worker];
+  // Three passes, each issuing its loads before the next one waits on them: references, then
+  // the parents' entries, then the slots that need a parent's sequence hash to be placed.
+  for (const kv_event& event : events) {
+    const auto* stored = std::get_if<kv_stored>(&event);
+    if (stored == nullptr) continue;
+    if (stored->parent_block_hash) state.blocks.prefetch(*stored->parent_block_hash);
+    for (std::uint64_t hash : stored->block_hashes) state.blocks.prefetch(hash);
+    if (!stored->parent_block_hash && !stored->local_hashes.empty()) by_sequence_hash_.prefetch(stored->local_hashes[0]);
+  }
+  for (const kv_event& event : events) {
+    const auto* stored = std::get_if<kv_stored>(&event);
+    if (stored == nullptr || !stored->parent_block_hash) continue;
+    const worker_block* parent = state.blocks.find(*stored->parent_block_hash);
+    if (parent != nullptr && parent->entry < entries_.size()) __builtin_prefetch(&entries_[parent->entry]);
+  }
+  for (const kv_event& event : events) {
+    const auto* stored = std::get_if<kv_stored>(&event);
+    if (stored == nullptr || !stored->parent_block_hash || stored->local_hashes.empty()) continue;
+    const worker_block* parent = state.blocks.find(*stored->parent_block_hash);
+    if (parent != nullptr && parent->entry < entries_.size())
+      by_sequence_hash_.prefetch(chain_sequence_hash(entries_[parent->entry].sequence_hash, stored->local_hashes[0]));
+  }
+}
+
 prefix_index::worker_block prefix_index::add_pair(worker_id worker, std::uint64_t sequence_hash) {
   auto [slot, new_key] = by_sequence_hash_.try_emplace(sequence_hash, no_entry);
   if (!new_key && has_bit(*slot, worker)) {

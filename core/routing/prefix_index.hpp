@@ -53,6 +53,12 @@ class prefix_index {
   bool apply_stored(worker_id worker, const kv_stored& event);
   void apply_removed(worker_id worker, const kv_removed& event);
   void apply_cleared(worker_id worker);
+  /// Starts loading what applying `events` for `worker` reads first, and changes nothing: each
+  /// stored event's parent reference and entry, its blocks' slots in the worker's map and, when
+  /// the decoder thread hashed its blocks, its first block's slot in the sequence-hash map. A
+  /// batch of one-block events (one per running request, as engines send while decoding) waits
+  /// on those misses one event after another otherwise; this way they overlap.
+  void prefetch(worker_id worker, std::span<const kv_event> events) const;
 
   /// Drops every block of `worker` (the worker left the set).
   void remove_worker(worker_id worker);

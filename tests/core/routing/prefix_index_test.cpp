@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/kv/stored_block_hashes.hpp"
 #include "tests/core/routing/prefix_index_fixtures.hpp"
 
 namespace kvr {
@@ -207,6 +208,33 @@ TEST(prefix_index, a_predicted_pair_removed_or_cleared_before_its_ttl_is_not_exp
   index.expire(t0 + seconds(180));
   EXPECT_EQ(index.total_blocks(), 0u);
   EXPECT_EQ(index.counters().expired_blocks, 2u);
+}
+
+TEST(prefix_index, prefetching_a_batch_changes_nothing_even_over_stale_unknown_and_hashed_parents) {
+  // Two indexes see the same history with a bound of 3 pairs, so evictions leave stale
+  // references behind; one of them is asked to prefetch every batch before applying it.
+  prefix_index plain(test_block_size, 3), prefetched(test_block_size, 3);
+  std::vector<std::vector<kv_event>> batches = {
+      {make_stored({1}, std::nullopt, {10}), make_stored({2}, 1, {20}), make_stored({3}, 2, {30})},
+      {make_stored({4}, 3, {40}), make_stored({5}, 1, {50}), make_stored({6}, 99, {60}), kv_removed{{2, 77}}},
+      {make_stored({7}, std::nullopt, {10}), make_stored({8}, 7, {20}), kv_cleared{}, make_stored({9}, std::nullopt, {90})},
+  };
+  for (auto& events : batches) {
+    // Half the stored events come hashed, as a decoder thread leaves them.
+    for (std::size_t e = 0; e < events.size(); e += 2)
+      if (auto* stored = std::get_if<kv_stored>(&events[e])) compute_stored_local_hashes(*stored, stored->local_hashes);
+    prefetched.prefetch(0, events);
+    for (const kv_event& event : events) {
+      EXPECT_EQ(plain.apply(0, event), prefetched.apply(0, event));
+    }
+    EXPECT_EQ(plain.total_blocks(), prefetched.total_blocks());
+    EXPECT_EQ(overlaps(plain, {10, 20, 30, 40}), overlaps(prefetched, {10, 20, 30, 40}));
+    EXPECT_EQ(overlaps(plain, {90}), overlaps(prefetched, {90}));
+  }
+  EXPECT_EQ(prefetched.counters().unknown_parent, plain.counters().unknown_parent);
+  EXPECT_GT(prefetched.counters().unknown_parent, 0u);
+  EXPECT_GT(prefetched.counters().evicted_entries, 0u);
+  EXPECT_TRUE(prefetched.contains(0, request_hashes({90})[0]));
 }
 
 TEST(prefix_index, image_hashes_on_an_event_match_the_request_side_image_hash) {
