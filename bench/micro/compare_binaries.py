@@ -35,11 +35,13 @@ def main() -> int:
                 rates[benchmark["name"]][binary].append(rate / 1e6)
     print(f"median items/s or bytes/s (M) over {rounds} alternating rounds: " + " | ".join(binaries))
     for name, per_binary in rates.items():
-        medians = [statistics.median(per_binary[b]) for b in binaries]
-        slowest = [min(per_binary[b]) for b in binaries]
-        ratio = f"  {medians[-1] / medians[0]:.2f}x" if len(binaries) > 1 and medians[0] > 0 else ""
-        print(f"{name:48s} " + "  ".join(f"{m:7.2f}" for m in medians) + ratio +
-              "   slowest: " + "  ".join(f"{m:.2f}" for m in slowest))
+        # A benchmark one binary lacks (added since) shows as "-".
+        medians = [statistics.median(per_binary[b]) if per_binary[b] else None for b in binaries]
+        slowest = [min(per_binary[b]) if per_binary[b] else None for b in binaries]
+        show = lambda values, width: "  ".join(f"{v:{width}.2f}" if v is not None else "-".rjust(width) for v in values)
+        ratio = (f"  {medians[-1] / medians[0]:.2f}x"
+                 if len(binaries) > 1 and medians[0] and medians[-1] is not None else "")
+        print(f"{name:48s} " + show(medians, 7) + ratio + "   slowest: " + show(slowest, 0))
     return 0
 
 
