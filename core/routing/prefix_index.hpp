@@ -103,8 +103,9 @@ class prefix_index {
   static_assert(sizeof(entry) == 24);
   /// A worker's reference to an entry, keyed by the engine's block hash (or, for predictions,
   /// the sequence hash). Stale once the entry's generation moves on. 8 bytes, so that a map slot
-  /// is 16 and four share a cache line: a probe that steps on finds the next slot in the same
-  /// line (with 24-byte slots, a third of the steps missed; docs/benchmarks.md).
+  /// is 16 and four share a cache line: with 24-byte slots about a third of the next slots lay
+  /// on a line no prefetch had touched, where probes and backward shifts stepped on
+  /// (docs/benchmarks.md).
   struct worker_block {
     std::uint32_t entry = 0;
     std::uint32_t generation = 0;
