@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "actors/replica/wall_clock.hpp"
 #include "core/replica/peer_subjects.hpp"
 #include "core/replica/peer_wire.hpp"
 
@@ -11,10 +12,6 @@ namespace kvr {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-std::int64_t unix_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 
@@ -95,7 +92,7 @@ void peer_publisher::take_due(std::vector<outgoing>& out) {
     if (!due) continue;
     auto origin = [&] {
       return peer_origin{.replica = settings_.replica_id, .incarnation = set.incarnation, .sequence = ++set.sequence,
-                         .sent_unix_ns = unix_ns()};
+                         .sent_unix_ns = unix_now_ns()};
     };
     // The steps shared before the snapshot, the snapshot, then the steps shared after it: a
     // receiver applies them in this order, as they happened.

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/replica/nats_link.hpp"
+#include "actors/replica/wall_clock.hpp"
 #include "core/replica/peer_wire.hpp"
 
 namespace kvr {
@@ -17,10 +18,6 @@ constexpr std::size_t recent_lags = 4096;
 
 std::int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::int64_t unix_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 const peer_origin& origin_of(const peer_message& message) {
@@ -105,7 +102,7 @@ void replica_hub::on_message(std::string_view subject, std::span<const std::uint
 }
 
 void replica_hub::record_lag(std::int64_t sent_unix_ns) {
-  const std::int64_t lag_ns = std::max<std::int64_t>(0, unix_ns() - sent_unix_ns);
+  const std::int64_t lag_ns = std::max<std::int64_t>(0, unix_now_ns() - sent_unix_ns);
   std::lock_guard lock(lag_mutex_);
   lag_.record(std::chrono::nanoseconds(lag_ns));
   const double ms = static_cast<double>(lag_ns) / 1e6;
