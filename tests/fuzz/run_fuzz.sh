@@ -17,6 +17,9 @@
 #            transfer-params reader, seeded with chat, completion and /generate bodies.
 #
 # Sources compile two at a time, then link (the request target alone took 2.5 min serially).
+# Objects live in WORK_DIR/objects, shared by every target: a source several targets use (the
+# KV decoder and index, the JSON helpers, the config readers) compiles once, under a lock, so
+# targets that ctest runs side by side never compile it twice.
 #
 # clang-16: libstdc++ 12 gates <expected> on __cpp_concepts >= 202002L; clang 16 implements
 # what that needs (P0848) but still advertises 201907L, so the macro is raised for this build.
@@ -31,6 +34,7 @@ shift 2
 mkdir -p "$work/corpus-$target"
 binary="$work/${target}_fuzz"
 
+defines=()
 case "$target" in
   kv_wire)
     sources=(tests/fuzz/kv_wire_fuzz.cpp core/kv/msgpack_view.cpp core/kv/kv_wire.cpp core/kv/kv_wire_common_shape.cpp core/kv/msgpack_token_ids.cpp core/kv/kv_apply.cpp
@@ -50,7 +54,8 @@ case "$target" in
              core/prompt/chat_template.cpp core/prompt/pretokenizer.cpp core/prompt/tokenizer.cpp
              core/prompt/jinja/value.cpp core/prompt/jinja/lexer.cpp
              core/prompt/jinja/parser.cpp core/prompt/jinja/builtins.cpp core/prompt/jinja/template.cpp)
-    libs=(-lfmt -lxxhash -lsimdjson -lpcre2-8 -lutf8proc -DKVR_SOURCE_DIR="\"$repo\"") ;;
+    libs=(-lfmt -lxxhash -lsimdjson -lpcre2-8 -lutf8proc)
+    defines=(-DKVR_SOURCE_DIR="\"$repo\"") ;;
   config)
     sources=(tests/fuzz/config_fuzz.cpp core/config/router_file.cpp core/config/router_config.cpp core/config/disaggregation.cpp core/config/worker_spec.cpp
              core/common/http_url.cpp core/common/json_shape.cpp)
@@ -67,18 +72,35 @@ case "$target" in
     libs=(-lfmt) ;;
   *) echo "unknown fuzz target $target" >&2; exit 2 ;;
 esac
-newest=$(cd "$repo" && ls -t "${sources[@]}" core/*/*.hpp tests/support/*.hpp | head -1)
-if [ ! -x "$binary" ] || [ "$repo/$newest" -nt "$binary" ]; then
-  # One object per source, two compilers at a time (the big targets compile for minutes), then
-  # the link. "${libs[@]}" holds defines and libraries alike: each step ignores what is not its own.
-  flags=(-std=c++2b -Wno-macro-redefined -Wno-unused-command-line-argument -D__cpp_concepts=202002L -O1
-         -gline-tables-only -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I.)
-  objects="$work/objects-$target"
-  rm -rf "$objects" && mkdir -p "$objects"
-  (cd "$repo" && printf '%s\n' "${sources[@]}" |
-     xargs -P 2 -I @@ sh -c 'exec clang++-16 "$@" -c @@ -o "'"$objects"'/$(echo @@ | tr / _).o"' compile \
-       "${flags[@]}" "${libs[@]}")
-  (cd "$repo" && clang++-16 "${flags[@]}" "$objects"/*.o "${libs[@]}" -o "$binary")
+# Every object depends on its source and, conservatively, on every header.
+newest_header=$(cd "$repo" && ls -t core/*/*.hpp core/*/*/*.hpp tests/support/*.hpp 2>/dev/null | head -1)
+flags=(-std=c++2b -Wno-macro-redefined -Wno-unused-command-line-argument -D__cpp_concepts=202002L -O1
+       -gline-tables-only -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I.)
+objects="$work/objects"
+mkdir -p "$objects"
+# Compiles one source (relative to the repository) to its object unless that is up to date:
+# under the object's own lock, to a temporary name, then renamed, so a target never links half
+# an object another target is writing.
+compile_object() {
+  local source=$1 object
+  shift
+  object="$objects/$(echo "$source" | tr / _).o"
+  (
+    flock 9
+    if [ ! -f "$object" ] || [ "$source" -nt "$object" ] || [ "$newest_header" -nt "$object" ]; then
+      clang++-16 "$@" -c "$source" -o "$object.tmp" && mv "$object.tmp" "$object"
+    fi
+  ) 9>"$object.lock"
+}
+export -f compile_object
+export objects newest_header
+(cd "$repo" && printf '%s\n' "${sources[@]}" |
+   xargs -P 2 -I @@ bash -c 'compile_object "$@"' compile @@ "${flags[@]}" "${defines[@]}")
+object_files=()
+for source in "${sources[@]}"; do object_files+=("$objects/$(echo "$source" | tr / _).o"); done
+newest_object=$(ls -t "${object_files[@]}" | head -1)
+if [ ! -x "$binary" ] || [ "$newest_object" -nt "$binary" ]; then
+  (cd "$repo" && clang++-16 "${flags[@]}" "${object_files[@]}" "${libs[@]}" -o "$binary.tmp" && mv "$binary.tmp" "$binary")
 fi
 
 # Seed corpus: the KV-event test vectors, or one small image of every format.
