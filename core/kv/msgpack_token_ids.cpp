@@ -43,6 +43,10 @@ namespace {
 
 constexpr std::size_t window = 64;  ///< bytes per step
 constexpr std::size_t per_step = 16;  ///< ids per step: one 32-bit lane each
+/// Fewer ids than this are left to the one-at-a-time reader: a window's dependent shuffles
+/// take longer than a few ids' branches, mispredicted or not. (Most often this is the tail of
+/// a 16-token block, which 64 bytes hold all but one or two ids of.)
+constexpr std::size_t min_ids_per_window = 4;
 
 bool cpu_has_vbmi() {
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -80,8 +84,8 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) inline __m512i jump(__mma
   return _mm512_mask2_permutex2var_epi8(next, from, lanes, _mm512_set1_epi8(outside));
 }
 
-/// Reads ids while 64 bytes remain and the next id is one; returns how many it read (into
-/// out[0..]) and moves `p` past them.
+/// Reads ids while 64 bytes and `min_ids_per_window` ids remain and the next id is one; returns
+/// how many it read (into out[0..]) and moves `p` past them.
 __attribute__((target("avx512f,avx512bw,avx512vbmi"))) std::size_t read_in_windows(const std::uint8_t*& p,
                                                                                   const std::uint8_t* end,
                                                                                   std::span<std::uint32_t> out) {
@@ -92,7 +96,7 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) std::size_t read_in_windo
   const __m512i window_size = _mm512_set1_epi8(static_cast<char>(window));
   constexpr __mmask64 step_lanes = (__mmask64{1} << per_step) - 1;
   std::size_t done = 0;
-  while (done < out.size() && static_cast<std::size_t>(end - p) >= window) {
+  while (out.size() - done >= min_ids_per_window && static_cast<std::size_t>(end - p) >= window) {
     const __m512i bytes = _mm512_loadu_si512(p);
     // The length of an id that would start at each byte: 1, 2, 3 or 5, or 0 where none can.
     __m512i length = _mm512_maskz_mov_epi8(_mm512_cmplt_epu8_mask(bytes, _mm512_set1_epi8(static_cast<char>(0x80))), one);
