@@ -5,10 +5,15 @@
 //
 //   kvr_bench_kv_subscriber_load [--rate BLOCK_EVENTS_PER_S] [--seconds S] [--block-size N]
 //                                [--blocks-per-event N] [--workers N] [--decoders N]
+//                                [--requests-per-step N]
 //
 // --decoders N shares the publishers out over N subscriber threads as the router does
 // (--kv-decoders). A rate beyond what the router sustains shows its capacity: the achieved
 // applied rate is block events over the time until the last batch was applied.
+//
+// --requests-per-step N publishes decode steps instead (bench/micro/decode_steps.hpp): each
+// batch N one-block events, each the child of the same request's block in the worker's
+// previous batch, and the removal of the N blocks stored 256 batches earlier.
 
 #include <dirent.h>
 #include <pthread.h>
@@ -26,6 +31,7 @@
 #include "actors/sources/kv_subscriber.hpp"
 #include "actors/pipeline/runtime.hpp"
 #include "actors/pipeline/scorer.hpp"
+#include "bench/micro/decode_steps.hpp"
 #include "bench/micro/kv_encode.hpp"
 #include "bench/micro/workload.hpp"
 
@@ -67,7 +73,7 @@ std::map<std::string, double> cpu_by_thread_name() {
 
 int main(int argc, char** argv) {
   double rate = 100000, seconds = 10;
-  std::uint32_t block_size = 16, blocks = 8, workers = 4, decoders = 1;
+  std::uint32_t block_size = 16, blocks = 8, workers = 4, decoders = 1, requests_per_step = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const double value = std::stod(argv[i + 1]);
@@ -77,6 +83,7 @@ int main(int argc, char** argv) {
     else if (flag == "--blocks-per-event") blocks = static_cast<std::uint32_t>(value);
     else if (flag == "--workers") workers = static_cast<std::uint32_t>(value);
     else if (flag == "--decoders") decoders = static_cast<std::uint32_t>(value);
+    else if (flag == "--requests-per-step") requests_per_step = static_cast<std::uint32_t>(value);
     else {
       std::cerr << "unknown flag " << flag << "\n";
       return 2;
@@ -84,17 +91,28 @@ int main(int argc, char** argv) {
   }
 
   // Each batch stores one fresh sequence of `blocks` blocks and removes the one stored 256
-  // batches earlier, so the index stays the same size: 2 * blocks block events per batch.
+  // batches earlier, or (decode steps) stores one block for each of `requests_per_step`
+  // requests and removes the step's 256 batches earlier: the index stays the same size.
   constexpr std::size_t pool = 4096, lag = 256;
   std::vector<std::vector<std::uint8_t>> payloads;
-  for (std::size_t i = 0; i < pool; ++i) {
-    kv_stored stored = bench::stored_event(bench::random_tokens(blocks * block_size, i), block_size, 0, blocks, 1000 + i);
-    kv_stored earlier = bench::stored_event(bench::random_tokens(blocks * block_size, (i + pool - lag) % pool), block_size,
-                                            0, blocks, 1000 + (i + pool - lag) % pool);
-    std::vector<kv_event> events{stored};
-    if (i >= lag) events.emplace_back(kv_removed{earlier.block_hashes});
-    payloads.push_back(bench::encode_batch(events));
+  if (requests_per_step > 0) {
+    const bench::decode_steps shape(block_size, requests_per_step, pool, 1);
+    for (std::size_t i = 0; i < pool; ++i) {
+      std::vector<kv_event> events = shape.steps[i].events;
+      if (i >= lag) events.push_back(shape.removals[i - lag].events.front());
+      payloads.push_back(bench::encode_batch(events));
+    }
+  } else {
+    for (std::size_t i = 0; i < pool; ++i) {
+      kv_stored stored = bench::stored_event(bench::random_tokens(blocks * block_size, i), block_size, 0, blocks, 1000 + i);
+      kv_stored earlier = bench::stored_event(bench::random_tokens(blocks * block_size, (i + pool - lag) % pool), block_size,
+                                              0, blocks, 1000 + (i + pool - lag) % pool);
+      std::vector<kv_event> events{stored};
+      if (i >= lag) events.emplace_back(kv_removed{earlier.block_hashes});
+      payloads.push_back(bench::encode_batch(events));
+    }
   }
+  const double block_events_per_batch = 2.0 * (requests_per_step > 0 ? requests_per_step : blocks);
 
   // The publishers' ZMQ I/O threads are named "9/ZMQbg/..." so their CPU is not the router's.
   zmq::context_t context;
@@ -128,7 +146,7 @@ int main(int argc, char** argv) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // SUB sockets connect
 
-  const double batches_per_second = rate / (2.0 * blocks);
+  const double batches_per_second = rate / block_events_per_batch;
   const auto total_batches = static_cast<std::uint64_t>(batches_per_second * seconds);
   const auto cpu_before = cpu_by_thread_name();
   const auto start = clock_type::now();
@@ -182,10 +200,12 @@ int main(int argc, char** argv) {
     }
   for (const auto& w : index["workers"]) applied_batches += w["events"]["batches"].get<std::uint64_t>();
   const double elapsed = std::chrono::duration<double>(published_at - start).count();
-  const double block_events = static_cast<double>(total_batches) * 2.0 * blocks;
+  const double block_events = static_cast<double>(total_batches) * block_events_per_batch;
   nlohmann::json report{
       {"target_block_events_per_s", rate},
       {"decoders", subscribers.size()},
+      {"shape", requests_per_step > 0 ? "decode steps of " + std::to_string(requests_per_step) + " one-block events"
+                                      : std::to_string(blocks) + " blocks per event"},
       {"achieved_block_events_per_s", block_events / elapsed},
       {"applied_block_events_per_s",
        block_events / std::chrono::duration<double>(drained_at - start).count()},

@@ -201,7 +201,8 @@ struct kv_subscriber::impl {
     }
   }
 
-  /// Decodes a payload and hashes its stored blocks here, off the scorer's thread.
+  /// Decodes a payload, hashes its stored blocks and frees their token ids here, off the
+  /// scorer's thread.
   kv_batch decode(publisher_state& p, const zmq::message_t& payload) {
     kv_batch batch;
     if (!decoder.decode_batch(bytes_of(payload), batch)) {
@@ -210,6 +211,7 @@ struct kv_subscriber::impl {
       batch = kv_batch{};
     }
     precompute_local_hashes(batch);
+    release_hashed_token_ids(batch);
     return batch;
   }
 

@@ -4,6 +4,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench/micro/decode_steps.hpp"
 #include "bench/micro/kv_encode.hpp"
 #include "bench/micro/workload.hpp"
 #include "core/kv/kv_apply.hpp"
@@ -60,34 +61,11 @@ void BM_decode_and_apply(benchmark::State& state) {
 }
 BENCHMARK(BM_decode_and_apply)->ArgsProduct({{16, 64}, {1, 8, 32}});
 
-/// The shape engines publish while decoding: each step's batch holds one event per running
-/// request, storing the one block it just filled, with the request's previous block as parent.
-/// `pool` steps spread over 16 workers; step p's block of request r has engine hash
-/// hash_of(p, r) and, from the second pass over the workers on, the same request's block of
-/// step p - 16 (the worker's previous step) as parent. Also the removal of each step's blocks.
-struct decode_steps {
+/// Decode steps (bench/micro/decode_steps.hpp) dealt over 16 workers: `pool` steps, each
+/// removed `lag` iterations after it was stored.
+struct decode_step_load {
   static constexpr std::size_t pool = 2048, lag = 512;
   static constexpr worker_id workers = 16;
-  std::vector<kv_batch> steps, removals;
-
-  decode_steps(std::uint32_t block_size, std::size_t requests) {
-    const auto hash_of = [&](std::size_t step, std::size_t request) { return 1'000'000'000 + step * requests + request + 1; };
-    std::mt19937_64 rng(1000 + requests);
-    for (std::size_t p = 0; p < pool; ++p) {
-      kv_batch& step = steps.emplace_back();
-      kv_removed removal;
-      for (std::size_t r = 0; r < requests; ++r) {
-        kv_stored stored;
-        stored.block_size = block_size;
-        stored.block_hashes = {hash_of(p, r)};
-        if (p >= workers) stored.parent_block_hash = hash_of(p - workers, r);
-        for (std::uint32_t t = 0; t < block_size; ++t) stored.token_ids.push_back(static_cast<std::uint32_t>(rng() % 151000));
-        removal.block_hashes.push_back(hash_of(p, r));
-        step.events.emplace_back(std::move(stored));
-      }
-      removals.emplace_back().events.emplace_back(std::move(removal));
-    }
-  }
 };
 
 /// Decode steps decoded and applied (the index hashes the blocks). Args: block size, requests
@@ -97,10 +75,10 @@ struct decode_steps {
 void BM_decode_and_apply_decode_steps(benchmark::State& state) {
   const auto block_size = static_cast<std::uint32_t>(state.range(0));
   const auto requests = static_cast<std::size_t>(state.range(1));
-  prefix_index index = index_of_100k_pairs(block_size, decode_steps::workers);
+  prefix_index index = index_of_100k_pairs(block_size, decode_step_load::workers);
   std::vector<std::vector<std::uint8_t>> steps, removals;
   {
-    const decode_steps shape(block_size, requests);
+    const decode_steps shape(block_size, requests, decode_step_load::pool, decode_step_load::workers);
     for (const kv_batch& step : shape.steps) steps.push_back(encode_batch(step.events));
     for (const kv_batch& removal : shape.removals) removals.push_back(encode_batch(removal.events));
   }
@@ -109,11 +87,11 @@ void BM_decode_and_apply_decode_steps(benchmark::State& state) {
   kv_event_counters counters;
   std::size_t i = 0;
   for (auto _ : state) {
-    (void)decoder.decode_batch(steps[i % decode_steps::pool], batch);
-    apply_batch(index, static_cast<worker_id>(i % decode_steps::workers), batch, counters);
-    if (i >= decode_steps::lag) {
-      (void)decoder.decode_batch(removals[(i - decode_steps::lag) % decode_steps::pool], batch);
-      apply_batch(index, static_cast<worker_id>((i - decode_steps::lag) % decode_steps::workers), batch, counters);
+    (void)decoder.decode_batch(steps[i % decode_step_load::pool], batch);
+    apply_batch(index, static_cast<worker_id>(i % decode_step_load::workers), batch, counters);
+    if (i >= decode_step_load::lag) {
+      (void)decoder.decode_batch(removals[(i - decode_step_load::lag) % decode_step_load::pool], batch);
+      apply_batch(index, static_cast<worker_id>((i - decode_step_load::lag) % decode_step_load::workers), batch, counters);
     }
     ++i;
   }
@@ -127,16 +105,16 @@ BENCHMARK(BM_decode_and_apply_decode_steps)->ArgsProduct({{16}, {8, 64}});
 void BM_apply_prehashed_decode_steps(benchmark::State& state) {
   const auto block_size = static_cast<std::uint32_t>(state.range(0));
   const auto requests = static_cast<std::size_t>(state.range(1));
-  prefix_index index = index_of_100k_pairs(block_size, decode_steps::workers);
-  decode_steps shape(block_size, requests);
+  prefix_index index = index_of_100k_pairs(block_size, decode_step_load::workers);
+  decode_steps shape(block_size, requests, decode_step_load::pool, decode_step_load::workers);
   for (kv_batch& step : shape.steps) precompute_local_hashes(step);
   kv_event_counters counters;
   std::size_t i = 0;
   for (auto _ : state) {
-    apply_batch(index, static_cast<worker_id>(i % decode_steps::workers), shape.steps[i % decode_steps::pool], counters);
-    if (i >= decode_steps::lag)
-      apply_batch(index, static_cast<worker_id>((i - decode_steps::lag) % decode_steps::workers),
-                  shape.removals[(i - decode_steps::lag) % decode_steps::pool], counters);
+    apply_batch(index, static_cast<worker_id>(i % decode_step_load::workers), shape.steps[i % decode_step_load::pool], counters);
+    if (i >= decode_step_load::lag)
+      apply_batch(index, static_cast<worker_id>((i - decode_step_load::lag) % decode_step_load::workers),
+                  shape.removals[(i - decode_step_load::lag) % decode_step_load::pool], counters);
     ++i;
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * requests * 2));

@@ -16,7 +16,7 @@ void apply_batch(prefix_index& index, worker_id worker, const kv_batch& batch, k
       ++counters.stored_events;
       if (!is_gpu_tier(stored->medium)) {
         ++counters.other_tier_events;
-      } else if (stored->token_ids.size() != stored->block_hashes.size() * stored->block_size) {
+      } else if (!fills_its_blocks(*stored)) {
         ++counters.partial_blocks;
       } else if (!index.apply_stored(worker, *stored)) {
         ++counters.dropped_stored;

@@ -28,7 +28,7 @@ struct block_image_hash {
 struct kv_stored {
   std::vector<std::uint64_t> block_hashes;        ///< engine hash per block
   std::optional<std::uint64_t> parent_block_hash;  ///< engine hash of the block before; none at sequence start
-  std::vector<std::uint32_t> token_ids;           ///< block_hashes.size() * block_size tokens
+  std::vector<std::uint32_t> token_ids;           ///< block_hashes.size() * block_size tokens (see local_hashes)
   std::uint32_t block_size = 0;
   std::string lora_name;                          ///< empty = base model
   std::string cache_salt;                         ///< empty = none; applies to a sequence's first block
@@ -39,11 +39,20 @@ struct kv_stored {
   std::string kv_cache_spec_kind;                 ///< e.g. full_attention; empty = not sent
   std::optional<std::int64_t> sliding_window;
   /// The router's local hash per block (core/kv/stored_block_hashes), when the decoder thread
-  /// computed them; empty: the index computes them. Not on the wire.
+  /// computed them; empty: the index computes them. Not on the wire. Once they are computed,
+  /// `token_ids` may be released (release_hashed_token_ids): the index reads nothing else of them.
   std::vector<std::uint64_t> local_hashes;
 
   friend bool operator==(const kv_stored&, const kv_stored&) = default;
 };
+
+/// Whether the event's tokens fill its blocks, which the index needs to key them: by its token
+/// ids, or by its local hashes once a decoder thread hashed the blocks (and perhaps released the
+/// ids); those are only ever computed for events whose tokens filled their blocks.
+inline bool fills_its_blocks(const kv_stored& event) {
+  return event.token_ids.size() == event.block_hashes.size() * event.block_size ||
+         (!event.local_hashes.empty() && event.local_hashes.size() == event.block_hashes.size());
+}
 
 /// `BlockRemoved`: the worker evicted these blocks.
 struct kv_removed {

@@ -39,4 +39,10 @@ void precompute_local_hashes(kv_batch& batch) {
       compute_stored_local_hashes(*stored, stored->local_hashes);
 }
 
+void release_hashed_token_ids(kv_batch& batch) {
+  for (kv_event& event : batch.events)
+    if (auto* stored = std::get_if<kv_stored>(&event); stored != nullptr && !stored->local_hashes.empty())
+      std::vector<std::uint32_t>().swap(stored->token_ids);
+}
+
 }  // namespace kvr

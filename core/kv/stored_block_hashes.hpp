@@ -19,4 +19,10 @@ void compute_stored_local_hashes(const kv_stored& event, std::vector<std::uint64
 /// Fills `local_hashes` of every GPU-tier stored event of `batch` whose tokens fill its blocks.
 void precompute_local_hashes(kv_batch& batch);
 
+/// Frees the token ids of every stored event of `batch` whose blocks are hashed (the index
+/// reads only the hashes). A decoder thread does this before handing the batch to the scorer:
+/// the ids are most of a batch's memory, and freed by the thread that allocated them they cost
+/// glibc's allocator far less than freed by the scorer's.
+void release_hashed_token_ids(kv_batch& batch);
+
 }  // namespace kvr

@@ -75,7 +75,7 @@ bool prefix_index::is_live(worker_id worker, const worker_block& ref) const {
 
 bool prefix_index::apply_stored(worker_id worker, const kv_stored& event) {
   const std::size_t n_blocks = event.block_hashes.size();
-  if (event.block_size != block_size_ || event.token_ids.size() != n_blocks * block_size_) {
+  if (event.block_size != block_size_ || !fills_its_blocks(event)) {
     ++counters_.malformed_stored;
     return false;
   }

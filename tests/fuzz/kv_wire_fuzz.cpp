@@ -1,8 +1,9 @@
 // libFuzzer target: arbitrary bytes through the KV-event decoder and into a prefix index.
 // Whatever the bytes, decoding returns a value or an error, and applying what decoded keeps
 // the index within its bound; AddressSanitizer, UBSan and -malloc_limit_mb catch the rest.
-// Differential: a batch whose local block hashes a decoder thread precomputed must leave a
-// second index exactly as the index that hashed the blocks itself. And: wherever the common-shape
+// Differential: a batch whose local block hashes a decoder thread precomputed, its token ids
+// then released, must leave a second index (and the event counters) exactly as the index that
+// hashed the blocks itself. And: wherever the common-shape
 // reader accepts the bytes, the general decoder reads the same batch from them.
 
 #include <bit>
@@ -36,10 +37,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     kvr::apply_batch(index, worker, batch, counters);
     if (index.total_blocks() > index.max_blocks()) __builtin_trap();
     kvr::precompute_local_hashes(batch);
+    kvr::release_hashed_token_ids(batch);  // as the router's decoder threads hand batches over
     kvr::apply_batch(precomputed_index, worker, batch, precomputed_counters);
     if (precomputed_index.total_blocks() != index.total_blocks() ||
         precomputed_index.worker_blocks(worker) != index.worker_blocks(worker) ||
-        precomputed_index.counters().stored_blocks != index.counters().stored_blocks)
+        precomputed_index.counters().stored_blocks != index.counters().stored_blocks ||
+        precomputed_index.counters().malformed_stored != index.counters().malformed_stored ||
+        precomputed_counters.partial_blocks != counters.partial_blocks ||
+        precomputed_counters.dropped_stored != counters.dropped_stored)
       __builtin_trap();
   }
   (void)decoder.decode_event(payload);

@@ -97,5 +97,39 @@ TEST(stored_block_hashes, precomputed_leave_an_index_as_one_that_hashed_the_bloc
   EXPECT_EQ(sorted_blocks(given_hashes, 0), sorted_blocks(hashing_itself, 0));
 }
 
+TEST(stored_block_hashes, released_token_ids_leave_an_index_and_its_counters_as_the_tokens_would) {
+  kv_batch batch;
+  kv_stored head = stored({11, 12}, tokens(8, 100));
+  kv_stored child = stored({13}, tokens(4, 300));
+  child.parent_block_hash = 12;
+  kv_stored partial = stored({14, 15}, tokens(6, 500));  // the tokens do not fill two blocks
+  kv_stored other_tier = stored({21}, tokens(4, 700));
+  other_tier.medium = "CPU";
+  kv_stored wrong_size = stored({31}, tokens(8, 900));
+  wrong_size.block_size = 8;  // not the index's block size
+  batch.events = {head, child, partial, other_tier, wrong_size, kv_removed{{11}}};
+
+  prefix_index with_tokens(block, 1000), released(block, 1000);
+  kv_event_counters token_counters, released_counters;
+  apply_batch(with_tokens, 0, batch, token_counters);
+  precompute_local_hashes(batch);
+  release_hashed_token_ids(batch);
+  EXPECT_TRUE(std::get<kv_stored>(batch.events[0]).token_ids.empty());
+  EXPECT_TRUE(std::get<kv_stored>(batch.events[1]).token_ids.empty());
+  EXPECT_EQ(std::get<kv_stored>(batch.events[2]).token_ids.size(), 6u) << "not hashed, so kept";
+  EXPECT_EQ(std::get<kv_stored>(batch.events[3]).token_ids.size(), 4u) << "other tiers are not hashed";
+  EXPECT_TRUE(std::get<kv_stored>(batch.events[4]).token_ids.empty()) << "hashed at its own block size";
+  apply_batch(released, 0, batch, released_counters);
+
+  EXPECT_EQ(sorted_blocks(released, 0), sorted_blocks(with_tokens, 0));
+  EXPECT_EQ(released.total_blocks(), 2u) << "block 12 and its child 13; 11 removed";
+  EXPECT_EQ(released_counters.partial_blocks, 1u);
+  EXPECT_EQ(released_counters.partial_blocks, token_counters.partial_blocks);
+  EXPECT_EQ(released_counters.other_tier_events, token_counters.other_tier_events);
+  EXPECT_EQ(released_counters.dropped_stored, token_counters.dropped_stored);
+  EXPECT_EQ(released.counters().malformed_stored, 1u) << "the event of another block size";
+  EXPECT_EQ(released.counters().malformed_stored, with_tokens.counters().malformed_stored);
+}
+
 }  // namespace
 }  // namespace kvr
