@@ -10,6 +10,7 @@
 #include <zmq_addon.hpp>
 
 #include "actors/pipeline/runtime.hpp"
+#include "actors/sources/home_thread_bin.hpp"
 #include "core/kv/kv_wire.hpp"
 #include "core/kv/stored_block_hashes.hpp"
 
@@ -67,7 +68,9 @@ struct kv_subscriber::impl {
   std::unique_ptr<zmq::socket_t> bound_sub;  // bind mode only
   std::vector<std::unique_ptr<publisher_state>> publishers;
   kv_wire_decoder decoder;
-  std::shared_ptr<kv_update_list> pending = std::make_shared<kv_update_list>();
+  /// Lists the scorer applied come back here, to be freed on this thread (home_thread_bin.hpp).
+  std::shared_ptr<home_thread_bin<kv_update_list>> applied_lists = std::make_shared<home_thread_bin<kv_update_list>>();
+  std::shared_ptr<kv_update_list> pending = applied_lists->make();
   mutable std::mutex stats_mutex;
   std::vector<kv_publisher_stats> published_stats;  // copied from the thread after each round
   clock_type::time_point next_stats_{};
@@ -118,9 +121,13 @@ struct kv_subscriber::impl {
     if (warm_replays_left == 0 && settings.warm_replays_done) settings.warm_replays_done->store(true);
   }
 
-  ~impl() { publish_stats(); }
+  ~impl() {
+    applied_lists->close();
+    publish_stats();
+  }
 
   void poll_for(std::chrono::milliseconds budget) {
+    applied_lists->free_returned();
     items.clear();
     owners.clear();
     if (bound_sub) {
@@ -286,7 +293,7 @@ struct kv_subscriber::impl {
   void flush() {
     if (pending->empty()) return;
     deliver(std::move(pending));
-    pending = std::make_shared<kv_update_list>();
+    pending = applied_lists->make();
   }
 
   void publish_stats() {
