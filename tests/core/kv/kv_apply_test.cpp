@@ -2,9 +2,9 @@
 // and the index ends exactly as if each event had been applied on its own, in order.
 #include "core/kv/kv_apply.hpp"
 
-#include <algorithm>
-
 #include <gtest/gtest.h>
+
+#include "tests/support/worker_blocks.hpp"
 
 namespace kvr {
 namespace {
@@ -18,13 +18,6 @@ kv_stored stored(std::uint64_t engine_hash, std::optional<std::uint64_t> parent)
   event.block_size = block;
   for (std::uint32_t t = 0; t < block; ++t) event.token_ids.push_back(static_cast<std::uint32_t>(engine_hash * 10 + t));
   return event;
-}
-
-std::vector<std::uint64_t> sorted_blocks(const prefix_index& index, worker_id worker) {
-  std::vector<std::uint64_t> out;
-  index.collect_worker_blocks(worker, out);
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 TEST(kv_apply, a_batch_longer_than_a_prefetch_group_ends_as_its_events_applied_one_by_one) {
@@ -47,7 +40,7 @@ TEST(kv_apply, a_batch_longer_than_a_prefetch_group_ends_as_its_events_applied_o
   apply_batch(as_batch, 0, batch, counters);
   for (const kv_event& event : batch.events) one_by_one.apply(0, event);
 
-  EXPECT_EQ(sorted_blocks(as_batch, 0), sorted_blocks(one_by_one, 0));
+  EXPECT_EQ(sorted_worker_blocks(as_batch, 0), sorted_worker_blocks(one_by_one, 0));
   EXPECT_EQ(as_batch.total_blocks(), 9u) << "the chain after the clear, less one removed block";
   EXPECT_EQ(as_batch.counters().unknown_parent, one_by_one.counters().unknown_parent);
   EXPECT_EQ(as_batch.counters().unknown_parent, 1u);

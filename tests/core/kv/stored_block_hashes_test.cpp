@@ -3,12 +3,11 @@
 // the blocks itself.
 #include "core/kv/stored_block_hashes.hpp"
 
-#include <algorithm>
-
 #include <gtest/gtest.h>
 
 #include "core/kv/block_hash.hpp"
 #include "core/kv/kv_apply.hpp"
+#include "tests/support/worker_blocks.hpp"
 
 namespace kvr {
 namespace {
@@ -27,13 +26,6 @@ kv_stored stored(std::vector<std::uint64_t> engine_hashes, std::vector<std::uint
   event.token_ids = std::move(ids);
   event.block_size = block;
   return event;
-}
-
-std::vector<std::uint64_t> sorted_blocks(const prefix_index& index, worker_id worker) {
-  std::vector<std::uint64_t> out;
-  index.collect_worker_blocks(worker, out);
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 TEST(stored_block_hashes, equal_the_request_sides_local_hashes_with_lora_salt_and_images) {
@@ -94,7 +86,7 @@ TEST(stored_block_hashes, precomputed_leave_an_index_as_one_that_hashed_the_bloc
   apply_batch(given_hashes, 0, batch, counters);
 
   EXPECT_EQ(given_hashes.total_blocks(), 3u);
-  EXPECT_EQ(sorted_blocks(given_hashes, 0), sorted_blocks(hashing_itself, 0));
+  EXPECT_EQ(sorted_worker_blocks(given_hashes, 0), sorted_worker_blocks(hashing_itself, 0));
 }
 
 TEST(stored_block_hashes, released_token_ids_leave_an_index_and_its_counters_as_the_tokens_would) {
@@ -121,7 +113,7 @@ TEST(stored_block_hashes, released_token_ids_leave_an_index_and_its_counters_as_
   EXPECT_TRUE(std::get<kv_stored>(batch.events[4]).token_ids.empty()) << "hashed at its own block size";
   apply_batch(released, 0, batch, released_counters);
 
-  EXPECT_EQ(sorted_blocks(released, 0), sorted_blocks(with_tokens, 0));
+  EXPECT_EQ(sorted_worker_blocks(released, 0), sorted_worker_blocks(with_tokens, 0));
   EXPECT_EQ(released.total_blocks(), 2u) << "block 12 and its child 13; 11 removed";
   EXPECT_EQ(released_counters.partial_blocks, 1u);
   EXPECT_EQ(released_counters.partial_blocks, token_counters.partial_blocks);
