@@ -1,7 +1,5 @@
 // KV events end to end inside the router process: msgpack payload -> decoded batch -> prefix
 // index. Target (#20): >= 6 M block events/s on one core at 16 tokens per block.
-#include <random>
-
 #include <benchmark/benchmark.h>
 
 #include "bench/micro/decode_steps.hpp"
