@@ -1,10 +1,12 @@
 #pragma once
 /// Which header fields cross the proxy, and how kvrouter writes the ones it writes itself.
 
+#include <iterator>
 #include <string>
 
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/fields.hpp>
+#include <boost/beast/http/message.hpp>
 
 namespace kvr::ingress {
 
@@ -76,6 +78,17 @@ inline std::string framing_problem(const boost::beast::http::fields& fields) {
   auto last = comma == boost::beast::string_view::npos ? codings : codings.substr(comma + 1);
   while (!last.empty() && (last.front() == ' ' || last.front() == '\t')) last.remove_prefix(1);
   if (!boost::beast::iequals(last, "chunked")) return "a Transfer-Encoding that does not end in chunked";
+  return {};
+}
+
+/// Whether a request names its target's host as RFC 9112 §3.2 requires: one Host field, which
+/// an HTTP/1.1 request must have. A server must refuse others with 400; proxies that disagree
+/// on which of two Host fields counts are how a request reaches a host it should not. Empty
+/// when it does, else why not.
+inline std::string host_problem(const boost::beast::http::request_header<>& header) {
+  const auto [first, end] = header.equal_range(boost::beast::http::field::host);
+  if (first == end) return header.version() >= 11 ? "an HTTP/1.1 request without a Host field" : "";
+  if (std::next(first) != end) return "more than one Host field";
   return {};
 }
 

@@ -198,6 +198,25 @@ void http_ingress::impl::watch_key_file() {
   });
 }
 
+namespace {
+
+/// Runs an I/O thread's loop until it is stopped. Every throw known to come from a handler is
+/// caught where it happens; should an unknown one escape, only what its handler owned goes
+/// (usually one connection) and the loop goes on: Asio lets run() be called again after a
+/// handler threw. It is logged, since it is a defect to fix where it happened.
+void run_io(asio::io_context& io) {
+  for (;;) {
+    try {
+      io.run();
+      return;
+    } catch (const std::exception& e) {
+      std::cerr << fmt::format("kvrouter: error: an HTTP I/O handler threw ({}); what it served was dropped\n", e.what());
+    }
+  }
+}
+
+}  // namespace
+
 void http_ingress::run() {
   impl_->sample_traffic();
   if (!impl_->settings.api_key_file.empty()) impl_->watch_key_file();
@@ -209,9 +228,9 @@ void http_ingress::run() {
   for (std::size_t i = 1; i < impl_->threads.size(); ++i)
     others.emplace_back([this, i] {
       pthread_setname_np(pthread_self(), fmt::format("kvr-io-{}", i).c_str());
-      impl_->threads[i]->io.run();
+      run_io(impl_->threads[i]->io);
     });
-  impl_->threads[0]->io.run();
+  run_io(impl_->threads[0]->io);
   for (auto& t : others) t.join();
 }
 

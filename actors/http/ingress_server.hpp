@@ -26,6 +26,7 @@
 #include "actors/http/api_key_guard.hpp"
 #include "actors/http/http_ingress.hpp"
 #include "actors/http/ingress_probe.hpp"
+#include "actors/http/http_read_limits.hpp"
 #include "actors/http/local_routing.hpp"
 #include "actors/http/status_page.hpp"
 #include "core/prompt/openai.hpp"
@@ -44,7 +45,7 @@ struct upstream_connection {
   upstream_connection(asio::io_context& io, asio::ssl::context& tls) : secure(std::in_place, io, tls) {}
   std::optional<tcp::socket> plain;
   std::optional<asio::ssl::stream<tcp::socket>> secure;
-  boost::beast::flat_buffer buffer;
+  boost::beast::flat_buffer buffer = bounded_http_read_buffer();
 
   /// The TCP socket under either kind (closing it cuts whatever operation is pending).
   tcp::socket& socket() { return secure ? secure->next_layer() : *plain; }

@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "actors/http/http_fields.hpp"
+#include "actors/http/http_read_limits.hpp"
 #include "actors/http/request_router.hpp"
 #include "actors/http/set_metrics.hpp"
 #include "actors/http/upstream_exchange.hpp"
@@ -168,6 +169,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
     parser_->body_limit(server_.settings.max_body_bytes);
     parser_->eager(false);  // stop after the header: reserve_body() sizes the body first
     body_reserved_ = false;
+    head_bytes_ = 0;
     expire_after(server_.settings.client_timeout);  // the whole request, keep-alive idle time included
     parse_buffered();
   }
@@ -176,16 +178,39 @@ class session final : public std::enable_shared_from_this<session>, public timed
   void parse_buffered() {
     error_code ec;
     while (buffer_.size() > 0 && !parser_->is_done()) {
-      const std::size_t used = parser_->put(buffer_.data(), ec);
+      const bool in_head = !parser_->is_header_done();
+      std::size_t used = 0;
+      try {
+        used = parser_->put(buffer_.data(), ec);
+      } catch (const std::exception& e) {  // e.g. a trailer field past Beast's 64 KiB (std::length_error)
+        keep_alive_ = false;
+        return send_error({api_errc::invalid_request, fmt::format("malformed HTTP request: {}", e.what()), {}});
+      }
       buffer_.consume(used);  // only while no read is pending (see watch_client)
+      // Beast (1.74) applies its header limit to each put's bytes, not to the head: the fields
+      // a put consumed are forgotten by the next one, so a head fed in pieces would never end.
+      if (in_head && (head_bytes_ += used) > server_.settings.max_header_bytes) return on_request_error(http::error::header_limit);
       if (ec == http::error::need_more) break;
       if (ec) return on_request_error(ec);
       if (parser_->is_header_done() && !body_reserved_) reserve_body();
+    }
+    // Body bytes are parsed as they come, so what waits here is a head, a chunk's size line or a
+    // trailer, waiting for its end; Beast bounds only the head (http_read_limits.hpp).
+    if (buffer_.size() > std::max<std::size_t>(server_.settings.max_header_bytes, max_unparsed_http_bytes)) {
+      keep_alive_ = false;
+      return send_error({api_errc::invalid_request,
+                         fmt::format("malformed HTTP request: a chunk line or trailer longer than {} bytes",
+                                     std::max<std::size_t>(server_.settings.max_header_bytes, max_unparsed_http_bytes)),
+                         {}});
     }
     if (parser_->is_header_done() && !framing_checked_) {
       framing_checked_ = true;
       if (const std::string problem = framing_problem(parser_->get()); !problem.empty()) {
         keep_alive_ = false;  // the rest of the stream cannot be delimited: answer, then close
+        return send_error({api_errc::invalid_request, fmt::format("malformed HTTP request: {}", problem), {}});
+      }
+      if (const std::string problem = host_problem(parser_->get()); !problem.empty()) {
+        keep_alive_ = false;
         return send_error({api_errc::invalid_request, fmt::format("malformed HTTP request: {}", problem), {}});
       }
     }
@@ -884,6 +909,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
   bool continue_sent_ = false;  ///< `100 Continue` went out for the request being read
   bool framing_checked_ = false;  ///< the request's framing fields were checked (once its head is read)
   bool body_reserved_ = false;    ///< reserve_body() ran for the request being read
+  std::size_t head_bytes_ = 0;    ///< bytes of the request's head the parser consumed so far
   bool keep_alive_ = true;
   std::string request_id_;       ///< the routed request's id (the client's, or generated)
   bool client_sent_id_ = false;  ///< it came with the request (so it is forwarded as it was)

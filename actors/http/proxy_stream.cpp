@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "actors/http/bounded_head_read.hpp"
 #include "actors/http/http_fields.hpp"
+#include "actors/http/http_read_limits.hpp"
 #include "actors/tls/worker_tls.hpp"
 
 namespace kvr::ingress {
@@ -156,7 +158,7 @@ void proxy_stream::read_answer_head() {
   parser_.emplace();
   parser_->body_limit(std::numeric_limits<std::uint64_t>::max());  // boost::none would mean 0
   upstream_->on_stream([&](auto& stream) {
-    http::async_read_header(stream, upstream_->buffer, *parser_, [this, keep = owner_.keep_alive()](error_code ec, std::size_t) {
+    async_read_head_bounded(stream, upstream_->buffer, *parser_, max_answer_head_bytes, [this, keep = owner_.keep_alive()](error_code ec, std::size_t) {
       if (ec) return failed_before_answer(ec);
       forward_head();
     });

@@ -15,6 +15,8 @@
 #include <boost/beast/ssl.hpp>
 #include <fmt/format.h>
 
+#include "actors/http/bounded_head_read.hpp"
+#include "actors/http/http_read_limits.hpp"
 #include "actors/pipeline/name_resolver.hpp"
 #include "core/media/fetch_policy.hpp"
 
@@ -31,6 +33,8 @@ namespace {
 
 constexpr std::size_t first_range = 4096;
 constexpr std::size_t second_range = 65536;
+/// The longest head an image server may answer with (a CDN's headers fit with room to spare).
+constexpr std::size_t max_image_head_bytes = 16 * 1024;
 
 bool forbidden(const asio::ip::address& address) {
   if (address.is_v4()) return is_forbidden_address(address.to_v4().to_bytes());
@@ -262,12 +266,16 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
       http::async_write(stream, request_, [self, &stream](beast::error_code ec, std::size_t) {
         if (ec) return self->retry_if_stale() ? void() : self->fail("write: " + ec.message());
         self->parser_.emplace();
-        self->parser_->header_limit(16 * 1024);
         self->parser_->body_limit(self->range_);
-        http::async_read(stream, self->buffer_, *self->parser_, [self](beast::error_code ec2, std::size_t) {
+        const auto on_answer = [self](beast::error_code ec2, std::size_t) {
           if (ec2 && ec2 != http::error::body_limit && !self->parser_->is_header_done() && self->retry_if_stale()) return;
           self->on_response(ec2);
-        });
+        };
+        async_read_head_bounded(stream, self->buffer_, *self->parser_, max_image_head_bytes,
+                                [self, &stream, on_answer](beast::error_code ec2, std::size_t n) {
+                                  if (ec2) return on_answer(ec2, n);
+                                  http::async_read(stream, self->buffer_, *self->parser_, on_answer);
+                                });
       });
     });
   }
@@ -343,7 +351,7 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
   std::size_t redirects_ = 0;
   http::request<http::empty_body> request_;
   std::optional<http::response_parser<http::string_body>> parser_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_ = bounded_http_read_buffer();
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "actors/sources/etcd_source.hpp"
 
 #include "core/media/base64.hpp"
+#include "actors/http/http_read_limits.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -103,7 +104,7 @@ struct etcd_source::impl {
     connect(io, socket);
     const json query{{"key", to_base64(settings.prefix)}, {"range_end", to_base64(range_end_of(settings.prefix))}};
     http::write(socket, post("/v3/kv/range", query));
-    beast::flat_buffer buffer;
+    beast::flat_buffer buffer = bounded_http_read_buffer();
     http::response<http::string_body> response;
     http::read(socket, buffer, response);
     forget(socket);
@@ -123,7 +124,7 @@ struct etcd_source::impl {
                         {"range_end", to_base64(range_end_of(settings.prefix))},
                         {"start_revision", std::to_string(from_revision)}}}};
     http::write(socket, post("/v3/watch", create));
-    beast::flat_buffer buffer;
+    beast::flat_buffer buffer = bounded_http_read_buffer();
     http::response_parser<http::buffer_body> parser;
     parser.body_limit(std::numeric_limits<std::uint64_t>::max());
     http::read_header(socket, buffer, parser);

@@ -11,6 +11,8 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 
 #include "actors/tls/worker_tls.hpp"
+#include "actors/http/bounded_head_read.hpp"
+#include "actors/http/http_read_limits.hpp"
 
 namespace kvr {
 namespace {
@@ -83,12 +85,17 @@ class poll_loop : public std::enable_shared_from_this<poll_loop> {
       if (ec) return self->failed("write: " + ec.message());
       self->parser_.emplace();
       self->parser_->body_limit(self->settings_.body_limit);
-      http::async_read(stream, self->buffer_, *self->parser_, [self](beast::error_code ec, std::size_t) {
+      const auto on_answer = [self](beast::error_code ec, std::size_t) {
         if (ec == http::error::body_limit) return self->failed("the answer is larger than the limit");
         if (ec) return self->failed("read: " + ec.message());
         const auto& response = self->parser_->get();
         self->done({.answered = true, .status = response.result_int(), .body = response.body()});
-      });
+      };
+      async_read_head_bounded(stream, self->buffer_, *self->parser_, max_answer_head_bytes,
+                              [self, &stream, on_answer](beast::error_code ec, std::size_t n) {
+                                if (ec) return on_answer(ec, n);
+                                http::async_read(stream, self->buffer_, *self->parser_, on_answer);
+                              });
     });
   }
 
@@ -114,7 +121,7 @@ class poll_loop : public std::enable_shared_from_this<poll_loop> {
   tcp::resolver resolver_;
   std::optional<beast::tcp_stream> stream_;                      ///< http://
   std::optional<beast::ssl_stream<beast::tcp_stream>> secure_;  ///< https://
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_ = bounded_http_read_buffer();
   http::request<http::empty_body> request_;
   std::optional<http::response_parser<http::string_body>> parser_;
   bool stopped_ = false;

@@ -1,6 +1,7 @@
 #include <utility>  // before Asio under g++ 12
 
 #include "app/bench/image_server.hpp"
+#include "actors/http/http_read_limits.hpp"
 
 #include <thread>
 
@@ -33,7 +34,7 @@ struct image_server::impl {
 
   /// One connection, blocking (the bench's image traffic is small): answer until it closes.
   void serve(tcp::socket socket) {
-    beast::flat_buffer buffer;
+    beast::flat_buffer buffer = bounded_http_read_buffer();
     beast::error_code ec;
     while (true) {
       http::request<http::empty_body> request;

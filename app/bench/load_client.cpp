@@ -1,6 +1,7 @@
 #include <utility>  // before Asio under g++ 12
 
 #include "app/bench/load_client.hpp"
+#include "actors/http/http_read_limits.hpp"
 
 #include <unistd.h>
 
@@ -68,7 +69,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   std::size_t index_;
   std::unique_ptr<beast::tcp_stream> stream_;
   std::string request_text_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_ = bounded_http_read_buffer();
   std::optional<http::response_parser<http::string_body>> parser_;
   std::size_t scanned_ = 0;
   clock_type::time_point sent_;

@@ -4,6 +4,7 @@
 #include "app/mocker/other_routes.hpp"
 #include "app/mocker/bootstrap_rooms.hpp"
 #include "app/mocker/kv_transfer.hpp"
+#include "actors/http/http_read_limits.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -427,7 +428,7 @@ class session : public std::enable_shared_from_this<session> {
 
   beast::tcp_stream stream_;
   http_server::impl& server_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_ = bounded_http_read_buffer();
   std::optional<http::request_parser<http::string_body>> parser_;  ///< one per request
   bool keep_alive_ = true;
   mock_request request_;

@@ -1,6 +1,7 @@
 #include <utility>  // before Asio under g++ 12
 
 #include "app/mocker/kv_transfer.hpp"
+#include "actors/http/http_read_limits.hpp"
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -52,7 +53,7 @@ struct pull_state {
   asio::steady_timer timer;
   http::request<http::empty_body> request;
   http::response<http::string_body> response;
-  beast::flat_buffer buffer;
+  beast::flat_buffer buffer = bounded_http_read_buffer();
   std::function<void(pull_result)> done;
   bool finished = false;
 
