@@ -23,10 +23,15 @@ std::unexpected<api_error> invalid(std::string message, std::string param = {}) 
 /// A string field that could not be read: the wrong type, or a string JSON cannot hold as text
 /// (a bad escape, a lone UTF-16 surrogate, invalid UTF-8), named as such.
 std::unexpected<api_error> bad_string(simdjson::error_code error, std::string type_message, std::string param) {
-  if (error == simdjson::STRING_ERROR)
-    return invalid(fmt::format("{}: a string has a bad escape or a lone UTF-16 surrogate (\\uD800-\\uDFFF unpaired)", param),
-                   std::move(param));
-  if (error == simdjson::UTF8_ERROR) return invalid(fmt::format("{}: a string is not valid UTF-8", param), std::move(param));
+  // Each message is formatted before `param` moves: the order of a call's arguments is unspecified.
+  if (error == simdjson::STRING_ERROR) {
+    std::string message = fmt::format("{}: a string has a bad escape or a lone UTF-16 surrogate (\\uD800-\\uDFFF unpaired)", param);
+    return invalid(std::move(message), std::move(param));
+  }
+  if (error == simdjson::UTF8_ERROR) {
+    std::string message = fmt::format("{}: a string is not valid UTF-8", param);
+    return invalid(std::move(message), std::move(param));
+  }
   return invalid(std::move(type_message), std::move(param));
 }
 
