@@ -5,6 +5,7 @@
 /// message. This read counts what the parser consumed until the head is done.
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 #include <boost/beast/core/flat_buffer.hpp>
@@ -15,11 +16,13 @@ namespace kvr {
 
 /// Reads into `parser` (not eager: a step stops at the end of the head) until its head is done,
 /// then calls `handler(error_code, head_bytes)`; fails with http::error::header_limit once the
-/// head passes `limit` bytes. `stream`, `buffer` and `parser` must outlive the read.
+/// head passes `limit` bytes, in one step (the parser's own limit, set here) or in all.
+/// `stream`, `buffer` and `parser` must outlive the read.
 template <class Stream, class Parser, class Handler>
-void async_read_head_bounded(Stream& stream, boost::beast::flat_buffer& buffer, Parser& parser, std::size_t limit,
+void async_read_head_bounded(Stream& stream, boost::beast::flat_buffer& buffer, Parser& parser, std::uint32_t limit,
                              Handler&& handler, std::size_t so_far = 0) {
   namespace http = boost::beast::http;
+  if (so_far == 0) parser.header_limit(limit);
   http::async_read_some(stream, buffer, parser,
                         [&stream, &buffer, &parser, limit, so_far, handler = std::forward<Handler>(handler)](
                             boost::beast::error_code ec, std::size_t used) mutable {

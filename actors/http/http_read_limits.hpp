@@ -8,6 +8,7 @@
 /// first and cannot hold the second.
 
 #include <cstddef>
+#include <cstdint>
 
 #include <boost/beast/core/flat_buffer.hpp>
 
@@ -15,7 +16,7 @@ namespace kvr {
 
 inline constexpr std::size_t max_unparsed_http_bytes = 64 << 10;
 /// The longest head kvrouter reads from a worker, an engine's /metrics or an image server.
-inline constexpr std::size_t max_answer_head_bytes = 64 << 10;
+inline constexpr std::uint32_t max_answer_head_bytes = 64 << 10;
 
 /// A read buffer for Beast's HTTP reads that holds at most max_unparsed_http_bytes: a read that
 /// would need more fails with http::error::buffer_overflow.

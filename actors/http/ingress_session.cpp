@@ -196,12 +196,11 @@ class session final : public std::enable_shared_from_this<session>, public timed
     }
     // Body bytes are parsed as they come, so what waits here is a head, a chunk's size line or a
     // trailer, waiting for its end; Beast bounds only the head (http_read_limits.hpp).
-    if (buffer_.size() > std::max<std::size_t>(server_.settings.max_header_bytes, max_unparsed_http_bytes)) {
+    const std::size_t unparsed_limit = std::max<std::size_t>(server_.settings.max_header_bytes, max_unparsed_http_bytes);
+    if (!parser_->is_done() && buffer_.size() > unparsed_limit) {
       keep_alive_ = false;
       return send_error({api_errc::invalid_request,
-                         fmt::format("malformed HTTP request: a chunk line or trailer longer than {} bytes",
-                                     std::max<std::size_t>(server_.settings.max_header_bytes, max_unparsed_http_bytes)),
-                         {}});
+                         fmt::format("malformed HTTP request: a chunk line or trailer longer than {} bytes", unparsed_limit), {}});
     }
     if (parser_->is_header_done() && !framing_checked_) {
       framing_checked_ = true;

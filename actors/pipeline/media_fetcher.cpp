@@ -2,6 +2,7 @@
 
 #include "actors/pipeline/media_fetcher.hpp"
 
+#include <cstdint>
 #include <deque>
 #include <list>
 #include <thread>
@@ -34,7 +35,7 @@ namespace {
 constexpr std::size_t first_range = 4096;
 constexpr std::size_t second_range = 65536;
 /// The longest head an image server may answer with (a CDN's headers fit with room to spare).
-constexpr std::size_t max_image_head_bytes = 16 * 1024;
+constexpr std::uint32_t max_image_head_bytes = 16 * 1024;
 
 bool forbidden(const asio::ip::address& address) {
   if (address.is_v4()) return is_forbidden_address(address.to_v4().to_bytes());
