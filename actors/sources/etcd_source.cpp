@@ -2,8 +2,8 @@
 
 #include "actors/sources/etcd_source.hpp"
 
-#include "core/media/base64.hpp"
 #include "actors/http/http_read_limits.hpp"
+#include "core/media/base64.hpp"
 
 #include <atomic>
 #include <condition_variable>

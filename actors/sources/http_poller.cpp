@@ -10,9 +10,9 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
-#include "actors/tls/worker_tls.hpp"
 #include "actors/http/bounded_head_read.hpp"
 #include "actors/http/http_read_limits.hpp"
+#include "actors/tls/worker_tls.hpp"
 
 namespace kvr {
 namespace {

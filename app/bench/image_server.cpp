@@ -1,7 +1,6 @@
 #include <utility>  // before Asio under g++ 12
 
 #include "app/bench/image_server.hpp"
-#include "actors/http/http_read_limits.hpp"
 
 #include <thread>
 
@@ -9,6 +8,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
+
+#include "actors/http/http_read_limits.hpp"
 
 namespace kvr::bench {
 

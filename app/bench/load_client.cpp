@@ -1,7 +1,6 @@
 #include <utility>  // before Asio under g++ 12
 
 #include "app/bench/load_client.hpp"
-#include "actors/http/http_read_limits.hpp"
 
 #include <unistd.h>
 
@@ -15,6 +14,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
+
+#include "actors/http/http_read_limits.hpp"
 
 namespace kvr::bench {
 

@@ -4,7 +4,6 @@
 #include "app/mocker/other_routes.hpp"
 #include "app/mocker/bootstrap_rooms.hpp"
 #include "app/mocker/kv_transfer.hpp"
-#include "actors/http/http_read_limits.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -18,6 +17,8 @@
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "actors/http/http_read_limits.hpp"
 
 namespace kvr::mocker {
 

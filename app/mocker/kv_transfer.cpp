@@ -1,13 +1,14 @@
 #include <utility>  // before Asio under g++ 12
 
 #include "app/mocker/kv_transfer.hpp"
-#include "actors/http/http_read_limits.hpp"
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "actors/http/http_read_limits.hpp"
 
 namespace kvr::mocker {
 
