@@ -1,5 +1,5 @@
 #pragma once
-/// Reading an HTTP message's head with a bound on the whole head. Beast (Boost 1.74) checks its
+/// Reading an HTTP message with a bound on its whole head. Beast (Boost 1.74) checks its
 /// header limit against the bytes of one parse step only, and a step consumes every complete
 /// field it saw: a peer that sends fields without end is never stopped, and they pile up in the
 /// message. This read counts what the parser consumed until the head is done.
@@ -31,6 +31,19 @@ void async_read_head_bounded(Stream& stream, boost::beast::flat_buffer& buffer, 
                           if (ec || parser.is_header_done()) return handler(ec, head);
                           async_read_head_bounded(stream, buffer, parser, limit, std::move(handler), head);
                         });
+}
+
+/// A whole message read with Beast's async_read, its head first through async_read_head_bounded:
+/// `handler(error_code, std::size_t)` runs once, with the head's error or the read's.
+template <class Stream, class Parser, class Handler>
+void async_read_bounded(Stream& stream, boost::beast::flat_buffer& buffer, Parser& parser, std::uint32_t head_limit,
+                        Handler handler) {
+  async_read_head_bounded(stream, buffer, parser, head_limit,
+                          [&stream, &buffer, &parser, handler = std::move(handler)](boost::beast::error_code ec,
+                                                                                   std::size_t head) mutable {
+                            if (ec) return handler(ec, head);
+                            boost::beast::http::async_read(stream, buffer, parser, std::move(handler));
+                          });
 }
 
 }  // namespace kvr

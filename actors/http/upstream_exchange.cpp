@@ -81,7 +81,7 @@ void upstream_exchange::read() {
   parser_.emplace();
   parser_->body_limit(max_answer_bytes);
   upstream_->on_stream([&](auto& stream) {
-    const auto on_answer = [this, self = self(), keep = keep_.lock()](error_code ec, std::size_t) {
+    async_read_bounded(stream, upstream_->buffer, *parser_, max_answer_head_bytes, [this, self = self(), keep = keep_.lock()](error_code ec, std::size_t) {
       if (ec == http::error::body_limit)
         return finish({outcome::kind::worker_failed, 0, {},
                        fmt::format("the answer exceeds {} bytes", max_answer_bytes)});
@@ -90,12 +90,7 @@ void upstream_exchange::read() {
       outcome result{outcome::kind::answered, answer.result_int(), std::move(answer.body()), {}};
       if (parser_->keep_alive() && cut_ == cut_reason::none) thread_.give_back(worker_->url, std::move(upstream_));
       finish(std::move(result));
-    };
-    async_read_head_bounded(stream, upstream_->buffer, *parser_, max_answer_head_bytes,
-                            [this, &stream, on_answer](error_code ec, std::size_t n) mutable {
-                              if (ec) return on_answer(ec, n);
-                              http::async_read(stream, upstream_->buffer, *parser_, std::move(on_answer));
-                            });
+    });
   });
 }
 

@@ -268,15 +268,10 @@ class fetch_op : public std::enable_shared_from_this<fetch_op> {
         if (ec) return self->retry_if_stale() ? void() : self->fail("write: " + ec.message());
         self->parser_.emplace();
         self->parser_->body_limit(self->range_);
-        const auto on_answer = [self](beast::error_code ec2, std::size_t) {
+        async_read_bounded(stream, self->buffer_, *self->parser_, max_image_head_bytes, [self](beast::error_code ec2, std::size_t) {
           if (ec2 && ec2 != http::error::body_limit && !self->parser_->is_header_done() && self->retry_if_stale()) return;
           self->on_response(ec2);
-        };
-        async_read_head_bounded(stream, self->buffer_, *self->parser_, max_image_head_bytes,
-                                [self, &stream, on_answer](beast::error_code ec2, std::size_t n) {
-                                  if (ec2) return on_answer(ec2, n);
-                                  http::async_read(stream, self->buffer_, *self->parser_, on_answer);
-                                });
+        });
       });
     });
   }

@@ -85,17 +85,12 @@ class poll_loop : public std::enable_shared_from_this<poll_loop> {
       if (ec) return self->failed("write: " + ec.message());
       self->parser_.emplace();
       self->parser_->body_limit(self->settings_.body_limit);
-      const auto on_answer = [self](beast::error_code ec, std::size_t) {
+      async_read_bounded(stream, self->buffer_, *self->parser_, max_answer_head_bytes, [self](beast::error_code ec, std::size_t) {
         if (ec == http::error::body_limit) return self->failed("the answer is larger than the limit");
         if (ec) return self->failed("read: " + ec.message());
         const auto& response = self->parser_->get();
         self->done({.answered = true, .status = response.result_int(), .body = response.body()});
-      };
-      async_read_head_bounded(stream, self->buffer_, *self->parser_, max_answer_head_bytes,
-                              [self, &stream, on_answer](beast::error_code ec, std::size_t n) {
-                                if (ec) return on_answer(ec, n);
-                                http::async_read(stream, self->buffer_, *self->parser_, on_answer);
-                              });
+      });
     });
   }
 
