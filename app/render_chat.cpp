@@ -10,6 +10,7 @@
 
 #include "app/commands.hpp"
 #include "app/options.hpp"
+#include "core/common/json_parse.hpp"
 #include "core/prompt/chat_template.hpp"
 #include "core/prompt/tokenizer.hpp"
 
@@ -65,7 +66,7 @@ int run_render_chat(const std::vector<std::string>& args) {
   if (!chat) return fail(chat.error());
 
   const std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-  const nlohmann::ordered_json request = nlohmann::ordered_json::parse(input, nullptr, false);
+  const nlohmann::ordered_json request = parse_ordered_json(input);
   if (request.is_discarded()) return fail("stdin is not valid JSON");
   std::string messages;
   std::string tools;
@@ -86,7 +87,7 @@ int run_render_chat(const std::vector<std::string>& args) {
   inputs.tools_json = tools;
   inputs.template_kwargs_json = kwargs;
   auto rendered = chat->render(inputs);
-  if (!rendered) return fail(rendered.error());
+  if (!rendered) return fail(rendered.error().message);
   if (!tokenize) {
     std::cout << *rendered;
     return 0;

@@ -9,6 +9,7 @@
 
 #include "app/commands.hpp"
 #include "app/options.hpp"
+#include "core/common/json_parse.hpp"
 #include "core/prompt/tokenizer.hpp"
 
 namespace kvr::cli {
@@ -59,7 +60,7 @@ int run_tokenize(const std::vector<std::string>& args) {
   if (json_lines) {
     std::string line;
     for (std::size_t number = 1; std::getline(std::cin, line); ++number) {
-      const nlohmann::json text = nlohmann::json::parse(line, nullptr, false);
+      const nlohmann::json text = parse_plain_json(line);
       if (!text.is_string()) {
         std::cerr << "kvrouter tokenize: line " << number << " is not a JSON string\n";
         return 2;

@@ -12,6 +12,7 @@
 #include "actors/http/set_metrics.hpp"
 #include "actors/http/upstream_exchange.hpp"
 #include "core/common/http_url.hpp"
+#include "core/common/json_parse.hpp"
 #include "core/common/multipart.hpp"
 #include "core/disagg/pd_requests.hpp"
 #include "core/prompt/api_translation.hpp"
@@ -275,6 +276,9 @@ class session final : public std::enable_shared_from_this<session>, public timed
 
   void on_request() {
     request_ = parser_->release();
+    // An absolute-form target is routed, and forwarded, by its path (RFC 9112 §3.2.2).
+    if (const std::string_view target(request_.target().data(), request_.target().size()); !target.starts_with('/'))
+      if (const auto origin = origin_form_target(target)) request_.target(std::string(*origin));
     keep_alive_ = request_.keep_alive() && !server_.draining.load(std::memory_order_relaxed);
     deadline = clock_type::time_point::max();
     dispatch();
@@ -364,7 +368,7 @@ class session final : public std::enable_shared_from_this<session>, public timed
   /// `{"set": NAME, "component": kv_subscriber | health_checker | media_fetcher | scorer | hasher}`:
   /// the watcher kills it as a crash would (and restarts it, as after a crash).
   void handle_fault() {
-    const auto body = nlohmann::json::parse(request_.body(), nullptr, false);
+    const auto body = parse_plain_json(request_.body());
     if (!body.is_object() || !body.contains("set") || !body["set"].is_string() || !body.contains("component") ||
         !body["component"].is_string())
       return send_error({api_errc::invalid_request, R"(expected {"set": NAME, "component": NAME})", {}});

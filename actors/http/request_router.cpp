@@ -40,6 +40,7 @@ api_error routing_error(const route_decision& decision) {
       return {api_errc::invalid_request,
               fmt::format("the prompt is {} tokens long (images expanded), more than this router accepts", decision.prompt_tokens),
               "messages"};
+    case route_failure::input_refused: return {api_errc::invalid_request, decision.refusal, decision.refused_field};
     case route_failure::every_worker_failed: return {api_errc::worker_failed, "every available worker failed this request", {}};
     case route_failure::set_retired:
       return {api_errc::no_worker_available, "the worker set was reconfigured before this request was routed; retry", {}};

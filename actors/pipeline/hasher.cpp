@@ -36,8 +36,10 @@ struct hasher_state {
   static constexpr std::size_t max_parked = 1024;
   static constexpr std::size_t max_image_bytes = 64u << 20;
 
-  /// The prompt text of a chat request, or nullopt if it cannot be rendered (counted).
-  std::optional<std::string> render_chat(const chat_template_inputs& chat) {
+  /// The prompt text of a chat request, or nullopt if it cannot be rendered (counted). Input
+  /// the template refuses (JSON in a string nesting too deep) is answered with a 400 naming
+  /// its field, and `refused` set; any other failure routes the request unrendered.
+  std::optional<std::string> render_chat(const chat_template_inputs& chat, route_job& job, bool& refused) {
     const chat_render_inputs inputs{.messages_json = chat.messages_json,
                                     .tools_json = chat.tools_json,
                                     .template_kwargs_json = chat.template_kwargs_json,
@@ -45,6 +47,14 @@ struct hasher_state {
     auto rendered = resources.chat ? resources.chat->render(inputs) : chat_template::render_plain(inputs);
     if (!rendered) {
       resources.counters->chat_render_errors.fetch_add(1, std::memory_order_relaxed);
+      if (!rendered.error().refused_field.empty()) {
+        refused = true;
+        route_decision refusal;
+        refusal.failure = route_failure::input_refused;
+        refusal.refusal = std::move(rendered.error().message);
+        refusal.refused_field = std::move(rendered.error().refused_field);
+        job.reply(std::move(refusal));
+      }
       return std::nullopt;
     }
     resources.counters->chats_rendered.fetch_add(1, std::memory_order_relaxed);
@@ -176,8 +186,11 @@ hasher_actor::behavior_type hasher(hasher_pointer self, scorer_handle scorer, st
             s.tokenize(request.prompt_text);
             tokens = &s.tokens;
             break;
-          case prompt_path::chat:
-            if (auto prompt = s.render_chat(request.chat)) {
+          case prompt_path::chat: {
+            bool refused = false;
+            auto prompt = s.render_chat(request.chat, *job, refused);
+            if (refused) return;
+            if (prompt) {
               s.tokenize(*prompt);
               tokens = &s.tokens;
               if (job->plan.images) {
@@ -186,6 +199,7 @@ hasher_actor::behavior_type hasher(hasher_pointer self, scorer_handle scorer, st
               }
             }
             break;
+          }
         }
         if (tokens == &s.tokens) job->prompt_tokens = static_cast<std::uint32_t>(s.tokens.size());
         if (s.refuse_if_too_long(tokens->size(), *job)) return;

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/pipeline/set_registry.hpp"
-#include "core/common/json_shape.hpp"
+#include "core/common/json_parse.hpp"
 
 namespace kvr {
 namespace {
@@ -43,13 +43,12 @@ router_file file_from_etcd(const router_config& global, const etcd_cards& cards,
   nlohmann::json sets = nlohmann::json::array();
   for (auto it = last_good.begin(); it != last_good.end();) it = cards.contains(it->first) ? std::next(it) : last_good.erase(it);
   for (const auto& [key, text] : cards) {
-    const auto shape = scan_json_shape(text);
-    const bool too_deep = !shape && shape.error() == json_shape_error::too_deep;
-    nlohmann::json card = too_deep ? nlohmann::json(nlohmann::json::value_t::discarded) : nlohmann::json::parse(text, nullptr, false);
+    auto parsed = parse_json<nlohmann::json>(text);
+    nlohmann::json card = parsed ? std::move(*parsed) : nlohmann::json(nlohmann::json::value_t::discarded);
     auto alone = parse_router_document(nlohmann::json{{"router", to_json(global)}, {"worker_sets", nlohmann::json::array({card})}});
-    if (card.is_discarded() || !alone) {
+    if (!parsed || !alone) {
       std::cerr << "kvrouter: etcd key " << key << " rejected ("
-                << (card.is_discarded() ? std::string("not valid JSON") : alone.error().message) << ")"
+                << (!parsed ? "its card " + describe(parsed.error()) : alone.error().message) << ")"
                 << (last_good.contains(key) ? ", keeping its last good card\n" : "\n");
       if (last_good.contains(key)) sets.push_back(last_good[key]);
       continue;

@@ -3,6 +3,7 @@
 #include "actors/sources/etcd_source.hpp"
 
 #include "actors/http/http_read_limits.hpp"
+#include "core/common/json_parse.hpp"
 #include "core/media/base64.hpp"
 
 #include <atomic>
@@ -109,7 +110,8 @@ struct etcd_source::impl {
     http::read(socket, buffer, response);
     forget(socket);
     if (response.result() != http::status::ok) throw std::runtime_error(fmt::format("range answered {}", response.result_int()));
-    const json answer = json::parse(response.body());
+    const json answer = parse_plain_json(response.body());
+    if (!answer.is_object()) throw std::runtime_error("range answered what is not a JSON object (or nests too deep)");
     for (const json& kv : answer.value("kvs", json::array()))
       cards[from_base64(kv.at("key").get<std::string>())] = from_base64(kv.value("value", ""));
     return std::stoull(answer.at("header").at("revision").get<std::string>());
@@ -140,7 +142,7 @@ struct etcd_source::impl {
       if (ec) throw beast::system_error(ec);
       pending.append(chunk.data(), chunk.size() - parser.get().body().size);
       for (std::size_t newline; (newline = pending.find('\n')) != std::string::npos;) {
-        const json message = json::parse(pending.substr(0, newline), nullptr, false);
+        const json message = parse_plain_json(std::string_view(pending).substr(0, newline));
         pending.erase(0, newline + 1);
         if (message.is_discarded() || !message.contains("result")) continue;
         const json& result = message["result"];

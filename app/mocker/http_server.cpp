@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/http/http_read_limits.hpp"
+#include "core/common/json_parse.hpp"
 
 namespace kvr::mocker {
 
@@ -140,7 +141,7 @@ class session : public std::enable_shared_from_this<session> {
       return respond(200, R"({"restarted":true})");
     }
     if (post && path == "/mocker/faults") {
-      const auto faults = nlohmann::json::parse(request.body(), nullptr, false);
+      const auto faults = parse_plain_json(request.body());
       if (!faults.is_object() || !faults.contains("drop_batches_pct") || !faults["drop_batches_pct"].is_number() ||
           faults["drop_batches_pct"].get<double>() < 0 || faults["drop_batches_pct"].get<double>() > 100)
         return respond(400, error_json("expected {\"drop_batches_pct\": 0..100}", "BadRequestError", 400));

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/http/http_read_limits.hpp"
+#include "core/common/json_parse.hpp"
 
 namespace kvr::mocker {
 
@@ -91,7 +92,7 @@ void pull_kv(asio::any_io_executor executor, const std::string& host, std::uint1
         if (read_ec) return state->finish({false, {}, "read: " + read_ec.message()});
         if (state->response.result_int() != 200)
           return state->finish({false, {}, fmt::format("the prefill worker answered {}", state->response.result_int())});
-        const auto body = nlohmann::json::parse(state->response.body(), nullptr, false);
+        const auto body = parse_plain_json(state->response.body());
         pull_result result{true, {}, {}};
         if (!body.is_object() || !body.contains("hashes") || !body["hashes"].is_array())
           return state->finish({false, {}, "the transfer answer has no hashes"});

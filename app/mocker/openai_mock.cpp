@@ -1,5 +1,6 @@
 #include "app/mocker/openai_mock.hpp"
 
+#include "core/common/json_parse.hpp"
 #include "core/prompt/mm_splice.hpp"
 
 #include <array>
@@ -63,7 +64,7 @@ std::vector<std::uint32_t> prompt_tokenizer::tokenize(const std::string& text) c
 }
 
 std::expected<mock_request, std::string> prompt_tokenizer::parse(std::string_view body, bool chat) const {
-  const json request = json::parse(body, nullptr, false);
+  const json request = parse_plain_json(body);
   if (request.is_discarded() || !request.is_object()) return std::unexpected("the body is not a JSON object");
   mock_request out;
   out.chat = chat;
@@ -112,7 +113,7 @@ std::expected<mock_request, std::string> prompt_tokenizer::parse(std::string_vie
       kwargs_json = kwargs->dump();
     const chat_render_inputs inputs{messages_json, tools_json, kwargs_json, request.value("add_generation_prompt", true)};
     auto rendered = chat_ ? chat_->render(inputs) : chat_template::render_plain(inputs);
-    if (!rendered) return std::unexpected("chat template: " + rendered.error());
+    if (!rendered) return std::unexpected("chat template: " + rendered.error().message);
     out.prompt = tokenize(*rendered);
     if (multimodal_) expand_images(*messages, out);
   } else {

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "core/media/base64.hpp"
+#include "core/common/json_parse.hpp"
 
 namespace kvr::mocker {
 namespace {
@@ -114,7 +115,7 @@ static route_answer answer_other_route_or_throw(const other_request& request, co
   const bool served = post && (request.path == "/v1/embeddings" || request.path == "/tokenize" ||
                                request.path == "/v1/responses" || request.path == "/v1/messages");
   // Engines read a JSON body whatever its Content-Type says (clients often send none).
-  const json body = served ? json::parse(request.body, nullptr, false) : json();
+  const json body = served ? parse_plain_json(request.body) : json();
   if (served && !body.is_object()) return bad_request("the body is not a JSON object");
   if (post && request.path == "/v1/embeddings") return embeddings(body, model);
   if (post && request.path == "/tokenize") return tokenize(body, request.body, prompts, max_model_len);

@@ -108,4 +108,19 @@ std::optional<std::string> query_parameter(std::string_view target, std::string_
 
 std::optional<std::string> path_segment_decoded(std::string_view segment) { return percent_decoded(segment, false); }
 
+std::optional<std::string_view> origin_form_target(std::string_view target) {
+  if (target.starts_with('/')) return target;
+  std::size_t scheme_end = 0;
+  for (std::string_view scheme : {"http://", "https://"})
+    if (target.size() >= scheme.size() &&
+        std::equal(scheme.begin(), scheme.end(), target.begin(), [](char a, char b) { return a == (b | 0x20); }))
+      scheme_end = scheme.size();
+  if (scheme_end == 0) return std::nullopt;
+  const std::size_t path = target.find_first_of("/?", scheme_end);
+  if (path == scheme_end) return std::nullopt;  // no authority
+  if (path == std::string_view::npos) return std::string_view("/");
+  if (target[path] == '?') return std::nullopt;  // "http://h?q": a query without a path; no route is named so
+  return target.substr(path);
+}
+
 }  // namespace kvr

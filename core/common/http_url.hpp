@@ -31,4 +31,10 @@ struct parsed_url {
 /// badly encoded.
 [[nodiscard]] std::optional<std::string> path_segment_decoded(std::string_view segment);
 
+/// A request target in origin form (`/path?query`), as routes are matched on. An absolute-form
+/// target (`http://host:port/path?query`, RFC 9112 §3.2.2, which a server must accept) yields its
+/// path and query (`/` if it names no path); an origin-form one is itself; anything else
+/// (`*`, authority form, garbage) is nullopt.
+[[nodiscard]] std::optional<std::string_view> origin_form_target(std::string_view target);
+
 }  // namespace kvr

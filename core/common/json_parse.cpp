@@ -3,18 +3,18 @@
 #include <cstdint>
 #include <string>
 
+#include <fmt/format.h>
 #include <simdjson.h>
 
 namespace kvr {
 namespace {
 
-using ordered_json = nlohmann::ordered_json;
-
-/// `element` into `out`.
-void build(simdjson::dom::element element, ordered_json& out) {
+/// `element` into `out`. Recursive, one frame per level: the caller bounded the depth.
+template <class Json>
+void build(simdjson::dom::element element, Json& out) {
   switch (element.type()) {
     case simdjson::dom::element_type::ARRAY: {
-      out = ordered_json::array();
+      out = Json::array();
       for (simdjson::dom::element child : simdjson::dom::array(element)) {
         out.push_back(nullptr);
         build(child, out.back());
@@ -22,7 +22,7 @@ void build(simdjson::dom::element element, ordered_json& out) {
       return;
     }
     case simdjson::dom::element_type::OBJECT: {
-      out = ordered_json::object();
+      out = Json::object();
       for (simdjson::dom::key_value_pair member : simdjson::dom::object(element))
         build(member.value, out[std::string(member.key)]);  // a repeated key: first place, last value
       return;
@@ -43,15 +43,41 @@ void build(simdjson::dom::element element, ordered_json& out) {
 
 }  // namespace
 
-ordered_json parse_ordered_json(std::string_view text) {
+template <class Json>
+std::expected<Json, json_parse_error> parse_json(std::string_view text, std::size_t max_depth) {
+  if (auto shape = scan_json_shape(text, max_depth); !shape)
+    return std::unexpected(shape.error() == json_shape_error::too_deep ? json_parse_error::too_deep : json_parse_error::not_json);
   thread_local simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (parser.parse(text.data(), text.size(), true).get(root) == simdjson::SUCCESS) {
-    ordered_json out;
+    Json out;
     build(root, out);
     return out;
   }
-  return ordered_json::parse(text, nullptr, false);
+  Json out = Json::parse(text, nullptr, false);
+  if (out.is_discarded()) return std::unexpected(json_parse_error::not_json);
+  return out;
+}
+
+template std::expected<nlohmann::json, json_parse_error> parse_json(std::string_view, std::size_t);
+template std::expected<nlohmann::ordered_json, json_parse_error> parse_json(std::string_view, std::size_t);
+
+nlohmann::ordered_json parse_ordered_json(std::string_view text) {
+  auto parsed = parse_json<nlohmann::ordered_json>(text);
+  return parsed ? std::move(*parsed) : nlohmann::ordered_json(nlohmann::ordered_json::value_t::discarded);
+}
+
+nlohmann::json parse_plain_json(std::string_view text) {
+  auto parsed = parse_json<nlohmann::json>(text);
+  return parsed ? std::move(*parsed) : nlohmann::json(nlohmann::json::value_t::discarded);
+}
+
+std::string describe(json_parse_error error, std::size_t max_depth) {
+  switch (error) {
+    case json_parse_error::not_json: return "is not valid JSON";
+    case json_parse_error::too_deep: return fmt::format("nests deeper than {} levels", max_depth);
+  }
+  return "is malformed";
 }
 
 }  // namespace kvr

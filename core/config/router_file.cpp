@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/common/json_shape.hpp"
+#include "core/common/json_parse.hpp"
 
 namespace kvr {
 namespace {
@@ -199,11 +199,11 @@ std::expected<void, config_error> validate_roles(const std::vector<worker_spec>&
 }
 
 std::expected<router_file, config_error> parse_router_file(std::string_view text) {
-  if (auto shape = scan_json_shape(text); !shape && shape.error() == json_shape_error::too_deep)
-    return std::unexpected(config_error{fmt::format("the config is refused: {}", describe(shape.error()))});
-  json document = json::parse(text, nullptr, false);
-  if (document.is_discarded()) return fail("the config file is not valid JSON");
-  return parse_router_document(document);
+  auto document = parse_json<json>(text);
+  if (!document && document.error() == json_parse_error::too_deep)
+    return std::unexpected(config_error{fmt::format("the config is refused: it {}", describe(document.error()))});
+  if (!document) return fail("the config file is not valid JSON");
+  return parse_router_document(*document);
 }
 
 std::expected<router_file, config_error> parse_router_document(const json& document) {

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/common/json_parse.hpp"
 #include "core/common/json_top_level.hpp"
 
 namespace kvr {
@@ -37,7 +38,7 @@ std::expected<std::vector<member>, std::string> members_of(std::string_view text
 /// The key a raw (quoted) key spells: escapes decoded where it has any.
 std::string key_of(std::string_view raw_key) {
   if (raw_key.find('\\') == std::string_view::npos) return std::string(raw_key.substr(1, raw_key.size() - 2));
-  const auto decoded = nlohmann::json::parse(raw_key, nullptr, false);
+  const auto decoded = parse_plain_json(raw_key);
   return decoded.is_string() ? decoded.get<std::string>() : std::string(raw_key);
 }
 

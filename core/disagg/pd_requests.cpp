@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/common/json_shape.hpp"
+#include "core/common/json_parse.hpp"
 #include "core/disagg/json_members.hpp"
 
 namespace kvr {
@@ -43,8 +43,7 @@ std::string_view describe(transfer_params_error error) {
 }
 
 std::expected<std::string, transfer_params_error> kv_transfer_params_of(std::string_view answer) {
-  if (!scan_json_shape(answer)) return std::unexpected(transfer_params_error::not_json);
-  const auto parsed = nlohmann::json::parse(answer, nullptr, false);
+  const auto parsed = parse_plain_json(answer);
   if (!parsed.is_object()) return std::unexpected(transfer_params_error::not_json);
   const auto it = parsed.find("kv_transfer_params");
   if (it == parsed.end() || it->is_null()) return std::unexpected(transfer_params_error::missing);
@@ -56,7 +55,7 @@ std::size_t prompts_in(std::string_view body) {
   for (std::string_view key : {"text", "input_ids"}) {
     const auto raw = member_value(body, key);
     if (!raw || raw->empty() || raw->front() != '[') continue;
-    const auto parsed = nlohmann::json::parse(*raw, nullptr, false);
+    const auto parsed = parse_plain_json(*raw);
     if (!parsed.is_array() || parsed.empty()) return 1;
     // A list of ids is one prompt; a list of lists (or of texts) is a batch.
     return key == "input_ids" && !parsed.front().is_array() ? 1 : parsed.size();

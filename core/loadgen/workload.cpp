@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/common/json_parse.hpp"
 #include "core/kv/block_hash.hpp"
 #include "core/loadgen/lru_block_cache.hpp"
 
@@ -33,7 +34,7 @@ std::expected<void, std::string> for_each_row(std::string_view jsonl, std::size_
     const std::string_view text = jsonl.substr(start, end - start);
     start = end + 1;
     if (text.find_first_not_of(" \t\r") == std::string_view::npos) continue;
-    const auto object = nlohmann::json::parse(text, nullptr, false);
+    const auto object = parse_plain_json(text);
     if (object.is_discarded() || !object.is_object()) return std::unexpected("line " + std::to_string(line) + ": not a JSON object");
     if (auto done = row(line, object); !done) return done;
     ++rows;

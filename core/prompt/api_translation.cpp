@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/common/json_shape.hpp"
+#include "core/common/json_parse.hpp"
 
 namespace kvr {
 namespace {
@@ -12,10 +12,9 @@ namespace {
 using json = nlohmann::json;
 
 std::optional<json> parse_object(std::string_view body) {
-  if (!scan_json_shape(body)) return std::nullopt;  // nesting bounded before anything walks it
-  json document = json::parse(body, nullptr, false);
-  if (document.is_discarded() || !document.is_object()) return std::nullopt;
-  return document;
+  auto document = parse_json<json>(body);
+  if (!document || !document->is_object()) return std::nullopt;
+  return std::move(*document);
 }
 
 /// A message's content as one string: a string, or text parts of the given types joined with

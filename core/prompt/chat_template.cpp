@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/common/json_parse.hpp"
@@ -27,10 +28,35 @@ jinja::dict special_tokens_of(const ordered_json& config) {
   return tokens;
 }
 
+/// Client input refused before it is rendered, naming the request's field at fault.
+struct refused_input : std::invalid_argument {
+  refused_input(std::string field_name, const std::string& what) : std::invalid_argument(what), field(std::move(field_name)) {}
+  std::string field;
+};
+
+/// `text` parsed, or a refusal naming `field` if it nests deeper than any body may.
+ordered_json parse_field(std::string_view text, const std::string& field) {
+  auto parsed = parse_json<ordered_json>(text);
+  if (!parsed && parsed.error() == json_parse_error::too_deep)
+    throw refused_input(field, field + " " + describe(parsed.error()));
+  if (!parsed) throw std::invalid_argument(field + " " + describe(parsed.error()));
+  return std::move(*parsed);
+}
+
+/// A tool call's `arguments` string parsed into an object, as vLLM does before rendering; a
+/// string that is not JSON stays a string, one nesting deeper than a body may is refused.
+void parse_arguments(ordered_json& arguments, const std::string& field) {
+  auto parsed = parse_json<ordered_json>(arguments.get_ref<const std::string&>());
+  if (parsed) arguments = std::move(*parsed);
+  else if (parsed.error() == json_parse_error::too_deep) throw refused_input(field, field + " " + describe(parsed.error()));
+}
+
 /// vLLM's preprocessing for templates that take string content: text parts joined with `\n`,
 /// null content as "", and tool-call arguments given as JSON strings parsed into objects.
 jinja::value normalize_messages(const ordered_json& messages, bool keep_content_parts) {
   jinja::list out;
+  out.reserve(messages.size());
+  std::size_t index = 0;
   for (const ordered_json& message : messages) {
     if (!message.is_object()) throw std::invalid_argument("each message must be an object");
     ordered_json normalized = message;
@@ -58,24 +84,19 @@ jinja::value normalize_messages(const ordered_json& messages, bool keep_content_
       normalized["content"] = text;
     }
     if (auto calls = normalized.find("tool_calls"); calls != normalized.end() && calls->is_array()) {
+      std::size_t call_index = 0;
       for (ordered_json& call : *calls) {
+        const std::size_t this_call = call_index++;
         if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
         ordered_json& function = call["function"];
-        if (auto arguments = function.find("arguments"); arguments != function.end() && arguments->is_string()) {
-          ordered_json parsed = ordered_json::parse(arguments->get<std::string>(), nullptr, false);
-          if (!parsed.is_discarded()) *arguments = std::move(parsed);
-        }
+        if (auto arguments = function.find("arguments"); arguments != function.end() && arguments->is_string())
+          parse_arguments(*arguments, fmt::format("messages[{}].tool_calls[{}].function.arguments", index, this_call));
       }
     }
     out.push_back(jinja::value::from_json(normalized));
+    ++index;
   }
   return jinja::value(std::move(out));
-}
-
-ordered_json parse_field(std::string_view text, const char* what) {
-  ordered_json parsed = parse_ordered_json(text);
-  if (parsed.is_discarded()) throw std::invalid_argument(std::string(what) + " is not valid JSON");
-  return parsed;
 }
 
 }  // namespace
@@ -87,7 +108,7 @@ std::expected<chat_template, std::string> chat_template::from_source(std::string
 }
 
 std::expected<chat_template, std::string> chat_template::from_tokenizer_config(std::string_view json_text) {
-  const ordered_json config = ordered_json::parse(json_text, nullptr, false);
+  const ordered_json config = parse_ordered_json(json_text);
   if (config.is_discarded() || !config.is_object()) return std::unexpected("tokenizer_config.json is not a JSON object");
   const auto field = config.find("chat_template");
   if (field == config.end() || field->is_null()) return std::unexpected("tokenizer_config.json has no chat_template");
@@ -117,27 +138,31 @@ std::expected<chat_template, std::string> chat_template::load(const std::string&
   return loaded;
 }
 
-std::expected<std::string, std::string> chat_template::render(const chat_render_inputs& inputs) const {
+std::expected<std::string, chat_render_error> chat_template::render(const chat_render_inputs& inputs) const {
   jinja::dict context = special_tokens_;
   try {
     const ordered_json messages = parse_field(inputs.messages_json, "messages");
-    if (!messages.is_array()) return std::unexpected("messages must be an array");
+    if (!messages.is_array()) return std::unexpected(chat_render_error{"messages must be an array", {}});
     context.set("messages", normalize_messages(messages, wants_content_parts_));
     context.set("tools", inputs.tools_json.empty() ? jinja::value(jinja::none_t{})
                                                    : jinja::value::from_json(parse_field(inputs.tools_json, "tools")));
     context.set("add_generation_prompt", jinja::value(inputs.add_generation_prompt));
     if (!inputs.template_kwargs_json.empty()) {
       const ordered_json kwargs = parse_field(inputs.template_kwargs_json, "chat_template_kwargs");
-      if (!kwargs.is_object()) return std::unexpected("chat_template_kwargs must be an object");
+      if (!kwargs.is_object()) return std::unexpected(chat_render_error{"chat_template_kwargs must be an object", {}});
       for (const auto& [key, item] : kwargs.items()) context.set(key, jinja::value::from_json(item));
     }
+  } catch (const refused_input& refused) {
+    return std::unexpected(chat_render_error{refused.what(), refused.field});
   } catch (const std::exception& error) {
-    return std::unexpected(error.what());
+    return std::unexpected(chat_render_error{error.what(), {}});
   }
-  return compiled_.render(context);
+  auto rendered = compiled_.render(context);
+  if (!rendered) return std::unexpected(chat_render_error{std::move(rendered.error()), {}});
+  return std::move(*rendered);
 }
 
-std::expected<std::string, std::string> chat_template::render_plain(const chat_render_inputs& inputs) {
+std::expected<std::string, chat_render_error> chat_template::render_plain(const chat_render_inputs& inputs) {
   try {
     const ordered_json messages = parse_field(inputs.messages_json, "messages");
     const jinja::value normalized = normalize_messages(messages.is_array() ? messages : ordered_json::array(), false);
@@ -149,8 +174,10 @@ std::expected<std::string, std::string> chat_template::render_plain(const chat_r
     }
     if (inputs.add_generation_prompt) out += "assistant: ";
     return out;
+  } catch (const refused_input& refused) {
+    return std::unexpected(chat_render_error{refused.what(), refused.field});
   } catch (const std::exception& error) {
-    return std::unexpected(error.what());
+    return std::unexpected(chat_render_error{error.what(), {}});
   }
 }
 

@@ -23,6 +23,15 @@ struct chat_render_inputs {
   bool add_generation_prompt = true;
 };
 
+/// Why a chat was not rendered.
+struct chat_render_error {
+  std::string message;
+  /// Set when the client's input is refused before rendering (JSON inside a string field that
+  /// nests deeper than a body may): the request's field at fault, for a 400 naming it. Empty for
+  /// the template's own failures (`raise_exception`, type errors), which the engine would meet too.
+  std::string refused_field;
+};
+
 class chat_template {
  public:
   /// From `tokenizer_config.json` text: `chat_template` (a string, or a list of named templates
@@ -34,11 +43,11 @@ class chat_template {
   [[nodiscard]] static std::expected<chat_template, std::string> load(const std::string& path);
 
   /// Renders a request. Errors (malformed JSON, `raise_exception`, type errors) name the cause.
-  [[nodiscard]] std::expected<std::string, std::string> render(const chat_render_inputs& inputs) const;
+  [[nodiscard]] std::expected<std::string, chat_render_error> render(const chat_render_inputs& inputs) const;
 
   /// The documented fallback for a set configured with `chat_template_fallback: concat`:
   /// `<role>: <text>\n` per message, then `assistant: ` if a generation prompt is asked for.
-  [[nodiscard]] static std::expected<std::string, std::string> render_plain(const chat_render_inputs& inputs);
+  [[nodiscard]] static std::expected<std::string, chat_render_error> render_plain(const chat_render_inputs& inputs);
 
   /// Whether the template takes content parts (it loops over `message.content`), as vLLM
   /// detects it: then a list content stays a list ("openai" format: text parts as

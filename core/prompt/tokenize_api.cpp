@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/common/json_shape.hpp"
+#include "core/common/json_parse.hpp"
 
 namespace kvr {
 namespace {
@@ -16,14 +16,12 @@ std::unexpected<api_error> invalid(std::string message, std::string param = {}) 
 
 /// The body as an object, its nesting bounded before anything walks it.
 std::expected<json, api_error> parse_object(std::string_view body) {
-  if (auto shape = scan_json_shape(body); !shape) {
-    const api_errc code = shape.error() == json_shape_error::too_deep ? api_errc::invalid_request : api_errc::invalid_json;
-    return std::unexpected(api_error{code, fmt::format("the body is refused: {}", describe(shape.error())), {}});
-  }
-  json document = json::parse(body, nullptr, false);
-  if (document.is_discarded() || !document.is_object())
+  auto document = parse_json<json>(body);
+  if (!document && document.error() == json_parse_error::too_deep)
+    return std::unexpected(api_error{api_errc::invalid_request, fmt::format("the body is refused: it {}", describe(document.error())), {}});
+  if (!document || !document->is_object())
     return std::unexpected(api_error{api_errc::invalid_json, "the body is not a JSON object", {}});
-  return document;
+  return std::move(*document);
 }
 
 std::expected<bool, api_error> flag(const json& body, const char* key, bool fallback) {
@@ -36,8 +34,7 @@ std::expected<bool, api_error> flag(const json& body, const char* key, bool fall
 }  // namespace
 
 bool tokenize_needs_engine(std::string_view body) {
-  if (!scan_json_shape(body)) return false;  // refused by answer_tokenize, unwalked
-  const json document = json::parse(body, nullptr, false);
+  const json document = parse_plain_json(body);  // refused by answer_tokenize if not JSON or too deep
   return document.is_object() && document.value("return_token_strs", false) == true;
 }
 
@@ -64,7 +61,8 @@ std::expected<std::string, api_error> answer_tokenize(std::string_view body, tok
                                     .template_kwargs_json = kwargs_json, .add_generation_prompt = *generation};
     if (chat == nullptr && !plain_fallback) return invalid("this model has no chat template to render messages with", "messages");
     auto rendered = chat ? chat->render(inputs) : chat_template::render_plain(inputs);
-    if (!rendered) return invalid(fmt::format("the chat template cannot render these messages: {}", rendered.error()), "messages");
+    if (!rendered && !rendered.error().refused_field.empty()) return invalid(rendered.error().message, rendered.error().refused_field);
+    if (!rendered) return invalid(fmt::format("the chat template cannot render these messages: {}", rendered.error().message), "messages");
     text.encode(*rendered, tokens);
   } else if (const auto prompt = request.find("prompt"); prompt != request.end()) {
     if (!prompt->is_string()) return invalid("prompt must be a string", "prompt");

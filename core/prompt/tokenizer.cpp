@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "core/common/flat_u64_map.hpp"
+#include "core/common/json_parse.hpp"
 #include "core/prompt/piece_cache.hpp"
 #include "core/prompt/pretokenizer.hpp"
 #include "core/prompt/segment_cache.hpp"
@@ -247,8 +248,10 @@ std::expected<tokenizer, tokenizer_error> tokenizer::load(const std::string& pat
 }
 
 std::expected<tokenizer, tokenizer_error> tokenizer::load_tables(std::string_view json_text) {
-  const json document = json::parse(json_text, nullptr, false);
-  if (document.is_discarded() || !document.is_object()) return fail("tokenizer.json is not a JSON object");
+  auto parsed = parse_json<json>(json_text);
+  if (!parsed && parsed.error() == json_parse_error::too_deep) return fail("tokenizer.json " + describe(parsed.error()));
+  if (!parsed || !parsed->is_object()) return fail("tokenizer.json is not a JSON object");
+  const json& document = *parsed;
   auto t = std::make_shared<tables>();
 
   const json& model = document.value("model", json::object());

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/common/time.hpp"
@@ -55,6 +56,7 @@ enum class route_failure : std::uint8_t {
   no_decode_worker,     ///< a prefill worker was found, but no decode worker is routable
   queue_full,           ///< it would have waited, but the set's queue is full
   queue_timeout,        ///< it waited in the queue for longer than the set's queue timeout
+  input_refused,        ///< the hasher refused the prompt's input before rendering it; `refusal` says why
 };
 
 /// One candidate as routing saw it (reported in dry-run answers).
@@ -95,6 +97,9 @@ struct route_decision {
   std::uint32_t prompt_tokens = 0;   ///< exact when tokenized, else the request's estimate
   duration queued_for{};             ///< how long it waited in the set's queue
   std::vector<candidate_view> candidates;  ///< filled for dry runs only
+  /// input_refused: the client-facing reason, and the request's field at fault.
+  std::string refusal;
+  std::string refused_field;
 
   [[nodiscard]] bool ok() const { return failure == route_failure::none; }
 };

@@ -8,6 +8,14 @@
 // catch the rest (deep nesting included: a body the shape check passes is walked recursively).
 // The bytes, as text, are also split by the hand-written pre-tokenizer of each known pattern
 // and by PCRE2: a difference aborts (tests/support/pcre2_pieces.hpp).
+//
+// Structure-aware mode: an input that starts with byte 0x01 is not a body but the makings of
+// one. Its second byte chooses where the rest goes, as a string inside a valid chat body: a tool
+// call's `arguments` (which the chat template parses as JSON, as vLLM does), a `response_format`
+// schema, a tool's `parameters`, a message's content, a `chat_template_kwargs` value or a
+// /tokenize chat. So the mutations land inside strings that are parsed later, behind a body that
+// always parses (issue 40's crash lived there). tests/fuzz/request.dict holds the JSON and
+// OpenAI tokens; tests/fuzz/corpus/request/ what the 30-minute run found.
 
 #include <cstddef>
 #include <cstdint>
@@ -54,12 +62,48 @@ void check_pieces(std::string_view text) {
   }
 }
 
+/// A valid chat body with `inner` as the string at the place `where` chooses (structure-aware mode).
+std::string structured_body(std::uint8_t where, std::string_view inner) {
+  using json = nlohmann::json;
+  const std::string text(inner);
+  json user = {{"role", "user"}, {"content", "hi"}};
+  json body = {{"model", "m"}, {"messages", json::array({user})}};
+  switch (where % 6) {
+    case 0:
+    case 5:
+      body["messages"].push_back({{"role", "assistant"},
+                                  {"content", ""},
+                                  {"tool_calls", {{{"id", "c"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", text}}}}}}});
+      body["messages"].push_back(user);
+      if (where % 6 == 5) body["prompt"] = "tokenize";  // also read as a /tokenize chat
+      break;
+    case 1: body["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", text}}}}; break;
+    case 2: body["tools"] = {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", text}}}}}; break;
+    case 3: body["messages"][0]["content"] = text; break;
+    case 4: body["chat_template_kwargs"] = {{"x", text}}; break;
+  }
+  return body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void exercise(std::string_view bytes_in);
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  if (size >= 2 && data[0] == 0x01) exercise(structured_body(data[1], input.substr(2)));
+  else exercise(input);
+  return 0;
+}
+
+namespace {
+
+void exercise(std::string_view bytes_in) {
   static kvr::request_parser parser;
-  check_pieces(std::string_view(reinterpret_cast<const char*>(data), size));
-  std::string body(reinterpret_cast<const char*>(data), size);
+  const auto* data = reinterpret_cast<const std::uint8_t*>(bytes_in.data());
+  const std::size_t size = bytes_in.size();
+  check_pieces(bytes_in);
+  std::string body(bytes_in);
   body.reserve(size + kvr::request_parser::padding);
   const bool valid_json = nlohmann::json::accept(std::string_view(body.data(), size));
   for (auto endpoint : {kvr::api_endpoint::chat_completions, kvr::api_endpoint::completions, kvr::api_endpoint::generate,
@@ -113,8 +157,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto boundary = kvr::multipart_boundary(bytes.substr(0, line));
     (void)kvr::multipart_field(bytes.substr(line + 1), boundary ? *boundary : std::string_view("B"), "model");
   }
-  // As JSON for the chat template: simdjson's reading into nlohmann's tree is nlohmann's own.
-  {
+  // As JSON for the chat template: simdjson's reading into nlohmann's tree is nlohmann's own,
+  // for text within the depth bound (deeper text the bounded parser refuses unread).
+  if (kvr::scan_json_shape(bytes) || kvr::scan_json_shape(bytes).error() != kvr::json_shape_error::too_deep) {
     const auto ours = kvr::parse_ordered_json(bytes);
     const auto theirs = nlohmann::ordered_json::parse(bytes, nullptr, false);
     if (ours.is_discarded() != theirs.is_discarded() || (!theirs.is_discarded() && ours.dump() != theirs.dump())) {
@@ -133,5 +178,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // The tokenizer on the raw bytes too (invalid UTF-8 included).
   std::vector<std::uint32_t> raw_tokens;
   qwen3().encode(std::string_view(reinterpret_cast<const char*>(data), size), raw_tokens);
-  return 0;
 }
+
+}  // namespace

@@ -122,6 +122,10 @@ if target == "request":
     }
     for name, body in bodies.items():
         (dst / f"seed-{name}").write_text(body)
+    # Structure-aware seeds (request_fuzz.cpp): 0x01, where the string goes, the string.
+    for where, inner in enumerate(['{"q": [1, {"r": null}]}', '{"type": "object", "properties": {"a": {"type": "string"}}}',
+                                   '{"type": "object"}', 'hi <think>x</think>', '[true, 1.5]', '{"a": "b"}']):
+        (dst / f"seed-structured-{where}").write_bytes(bytes([1, where]) + inner.encode())
 elif target == "config":
     repo = src.parent.parent.parent
     (dst / "seed-example").write_bytes((repo / "docs" / "router.example.json").read_bytes())
@@ -187,6 +191,12 @@ else:
         (dst / f"seed-{name}-uri").write_bytes(b"data:image/x;base64," + base64.b64encode(data))
 PY
 
-"$binary" -runs=1000000 -max_total_time=40 -malloc_limit_mb=256 -rss_limit_mb=1024 \
+# What earlier long runs found (committed, minimized) seeds the corpus too; a dictionary where
+# the target has one.
+if [ -d "$repo/tests/fuzz/corpus/$target" ]; then cp "$repo/tests/fuzz/corpus/$target"/* "$work/corpus-$target"/; fi
+dictionary=()
+if [ -f "$repo/tests/fuzz/$target.dict" ]; then dictionary=(-dict="$repo/tests/fuzz/$target.dict"); fi
+
+"$binary" -runs=1000000 -max_total_time=40 -malloc_limit_mb=256 -rss_limit_mb=1024 "${dictionary[@]}" \
   -print_final_stats=1 -artifact_prefix="$work/" "$@" "$work/corpus-$target" 2>&1 | tail -20
 exit "${PIPESTATUS[0]}"

@@ -111,7 +111,12 @@ def make_handler(args, stats):
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
                 return
-            request = json.loads(raw)
+            try:
+                request = json.loads(raw)
+            except (ValueError, RecursionError):  # as an engine answers a body it cannot read
+                return self._json(400, {"error": {"message": "the body is not JSON this worker can read"}})
+            if not isinstance(request, dict):
+                return self._json(400, {"error": {"message": "the body is not a JSON object"}})
             if request.get("stream"):
                 return self._stream()
             self._json(200, {"id": "cmpl-1", "object": "chat.completion", "worker": args.name,

@@ -10,6 +10,16 @@
 #include "core/prompt/jinja/error.hpp"
 
 namespace kvr::jinja {
+namespace {
+
+/// Every walk of a value recurses per level; values come from JSON bounded at `max_json_depth`
+/// (kvrouter refuses deeper), but a template can build deeper ones (or a list that holds
+/// itself), so each walk stops here with a render error rather than exhausting the stack.
+void check_depth(int level) {
+  if (level > max_value_depth) throw render_error("a value nests deeper than " + std::to_string(max_value_depth) + " levels");
+}
+
+}  // namespace
 
 const value* dict::find(std::string_view key) const {
   for (const auto& [k, v] : items)
@@ -26,7 +36,10 @@ void dict::set(std::string key, value v) {
   items.emplace_back(std::move(key), std::move(v));
 }
 
-value value::from_json(const nlohmann::ordered_json& json) {
+value value::from_json(const nlohmann::ordered_json& json) { return from_json_at(json, 0); }
+
+value value::from_json_at(const nlohmann::ordered_json& json, int level) {
+  check_depth(level);
   switch (json.type()) {
     case nlohmann::ordered_json::value_t::null: return value(none_t{});
     case nlohmann::ordered_json::value_t::boolean: return value(json.get<bool>());
@@ -38,13 +51,13 @@ value value::from_json(const nlohmann::ordered_json& json) {
     case nlohmann::ordered_json::value_t::array: {
       list items;
       items.reserve(json.size());
-      for (const auto& item : json) items.push_back(from_json(item));
+      for (const auto& item : json) items.push_back(from_json_at(item, level + 1));
       return value(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       dict d;
       d.items.reserve(json.size());
-      for (const auto& [key, item] : json.items()) d.set(key, from_json(item));
+      for (const auto& [key, item] : json.items()) d.set(key, from_json_at(item, level + 1));
       return value(std::move(d));
     }
     default: return value(none_t{});
@@ -176,6 +189,7 @@ void append_json_string(std::string& out, const std::string& s) {
 }
 
 void append_json(std::string& out, const value& v, int indent, int level) {
+  check_depth(level);
   auto newline = [&](int depth) {
     out += '\n';
     out.append(static_cast<std::size_t>(indent * depth), ' ');
@@ -235,7 +249,10 @@ std::string value::str() const {
   return repr();
 }
 
-std::string value::repr() const {
+std::string value::repr() const { return repr_at(0); }
+
+std::string value::repr_at(int level) const {
+  check_depth(level);
   if (is_undefined()) return {};
   if (is_none()) return "None";
   if (is_bool()) return as_bool() ? "True" : "False";
@@ -245,17 +262,20 @@ std::string value::repr() const {
   if (is_list()) {
     std::string out = "[";
     const list& items = as_list();
-    for (std::size_t i = 0; i < items.size(); ++i) out += (i > 0 ? ", " : "") + items[i].repr();
+    for (std::size_t i = 0; i < items.size(); ++i) out += (i > 0 ? ", " : "") + items[i].repr_at(level + 1);
     return out + "]";
   }
   const dict& d = as_dict();
   std::string out = d.is_namespace ? "<Namespace {" : "{";
   for (std::size_t i = 0; i < d.items.size(); ++i)
-    out += (i > 0 ? ", " : "") + python_string_repr(d.items[i].first) + ": " + d.items[i].second.repr();
+    out += (i > 0 ? ", " : "") + python_string_repr(d.items[i].first) + ": " + d.items[i].second.repr_at(level + 1);
   return out + (d.is_namespace ? "}>" : "}");
 }
 
-bool value::equals(const value& other) const {
+bool value::equals(const value& other) const { return equals_at(other, 0); }
+
+bool value::equals_at(const value& other, int level) const {
+  check_depth(level);
   if (is_number() && other.is_number()) {
     if ((is_float() || other.is_float())) return as_double() == other.as_double();
     return as_int() == other.as_int();
@@ -267,7 +287,7 @@ bool value::equals(const value& other) const {
     const list& b = other.as_list();
     if (a.size() != b.size()) return false;
     for (std::size_t i = 0; i < a.size(); ++i)
-      if (!a[i].equals(b[i])) return false;
+      if (!a[i].equals_at(b[i], level + 1)) return false;
     return true;
   }
   if (is_dict()) {
@@ -277,7 +297,7 @@ bool value::equals(const value& other) const {
     if (a.is_namespace || b.is_namespace || a.items.size() != b.items.size()) return false;
     for (const auto& [key, item] : a.items) {
       const value* theirs = b.find(key);
-      if (theirs == nullptr || !item.equals(*theirs)) return false;
+      if (theirs == nullptr || !item.equals_at(*theirs, level + 1)) return false;
     }
     return true;
   }

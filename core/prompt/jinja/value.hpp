@@ -21,6 +21,10 @@ namespace kvr::jinja {
 class value;
 using list = std::vector<value>;
 
+/// The deepest a value may nest when walked (printed, compared, serialized, converted from
+/// JSON): past it the walk is a render error, not a stack overflow.
+inline constexpr int max_value_depth = 1024;
+
 /// A Python dict (insertion-ordered) or a `namespace()` object.
 struct dict {
   std::vector<std::pair<std::string, value>> items;
@@ -90,6 +94,9 @@ class value {
 
  private:
   explicit value(storage s) : v_(std::move(s)) {}
+  static value from_json_at(const nlohmann::ordered_json& json, int level);
+  [[nodiscard]] std::string repr_at(int level) const;
+  [[nodiscard]] bool equals_at(const value& other, int level) const;
   storage v_;
 };
 

@@ -68,5 +68,14 @@ TEST(query_parameter, is_absent_without_the_name_and_refuses_bad_escapes) {
   EXPECT_EQ(query_parameter("/ready?model=%", "model"), std::nullopt);
 }
 
+TEST(http_url, an_absolute_form_target_is_routed_by_its_path_and_query) {
+  EXPECT_EQ(origin_form_target("http://router:8080/v1/chat/completions"), "/v1/chat/completions");
+  EXPECT_EQ(origin_form_target("HTTPS://h/v1/completions?x=1"), "/v1/completions?x=1");
+  EXPECT_EQ(origin_form_target("http://h"), "/");
+  EXPECT_EQ(origin_form_target("/v1/models"), "/v1/models");
+  for (const char* refused : {"*", "h:80", "http:///v1/chat/completions", "ftp://h/x", "http://h?q", "", "http:/"})
+    EXPECT_FALSE(origin_form_target(refused)) << refused;
+}
+
 }  // namespace
 }  // namespace kvr

@@ -110,7 +110,7 @@ TEST(ChatTemplate, RendersTheSpecialTokensAndStringContentAsVllmPassesThem) {
       R"([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "b"}]},
           {"role": "assistant", "content": null}])";
   auto rendered = chat->render({.messages_json = messages});
-  ASSERT_TRUE(rendered) << rendered.error();
+  ASSERT_TRUE(rendered) << rendered.error().message;
   EXPECT_EQ(*rendered, "<s>[user]a\nb[assistant][assistant]");
   EXPECT_EQ(*chat->render({.messages_json = messages, .add_generation_prompt = false}), "<s>[user]a\nb[assistant]");
 }
@@ -127,7 +127,7 @@ TEST(ChatTemplate, AConfigWithoutATemplateOrWithABrokenOneIsRefusedClearly) {
             "chat template line 1: unexpected end of template, expected 'endfor'");
   auto chat = chat_template::from_source("{{ messages[0].content }}");
   ASSERT_TRUE(chat);
-  EXPECT_EQ(chat->render({.messages_json = "[{"}).error(), "messages is not valid JSON");
+  EXPECT_EQ(chat->render({.messages_json = "[{"}).error().message, "messages is not valid JSON");
 }
 
 }  // namespace
