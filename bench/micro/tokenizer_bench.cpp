@@ -89,6 +89,45 @@ void BM_qwen3_encode(benchmark::State& state) {
 }
 BENCHMARK(BM_qwen3_encode)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
 
+/// Pathological text an attacker can send (issue 40): one character class without a break, no
+/// space at all, alternating scripts. Arg 0 picks the text, arg 1 its size in KiB; time per byte
+/// must not grow with the size (the pre-tokenizer's pieces and BPE's merges stay linear).
+std::string pathological(int which, std::size_t bytes) {
+  std::string unit;
+  switch (which) {
+    case 0: unit = "a"; break;                                  // one letter: one piece as long as the text
+    case 1: unit = "7"; break;                                  // digits: a piece per digit
+    case 2: unit = "xq9Zk_Rb"; break;                           // letters, digits, punctuation, no space
+    case 3: unit = "a\xd0\x96\xe4\xb8\xad\xd8\xa7" "1 "; break;   // Latin, Cyrillic, CJK, Arabic, digit, space
+    default: unit = "\xf0\x9f\x98\x80"; break;                  // one emoji repeated: bytes no merge joins whole
+  }
+  std::string text;
+  text.reserve(bytes + unit.size());
+  while (text.size() < bytes) text += unit;
+  return text;
+}
+
+const char* pathological_name(int which) {
+  static const char* names[] = {"one letter", "digits", "no space", "alternating scripts", "emoji"};
+  return names[which];
+}
+
+void BM_qwen3_encode_pathological(benchmark::State& state) {
+  const int which = static_cast<int>(state.range(0));
+  const std::string text = pathological(which, static_cast<std::size_t>(state.range(1)) << 10);
+  std::vector<std::uint32_t> ids;
+  for (auto _ : state) {
+    tokenizer fresh = qwen3().share();  // cold: an attacker's text is new every time
+    ids.clear();
+    fresh.encode(text, ids);
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * text.size()));
+  state.counters["tokens"] = static_cast<double>(ids.size());
+  state.SetLabel(std::string(pathological_name(which)) + ", " + std::to_string(state.range(1)) + " KiB");
+}
+BENCHMARK(BM_qwen3_encode_pathological)->ArgsProduct({{0, 1, 2, 3, 4}, {256, 1024}})->Unit(benchmark::kMillisecond);
+
 /// A growing conversation, as a chat client sends it: turn n resends the system prompt and all
 /// n - 1 earlier exchanges plus a new question. Each turn is rendered with Qwen3's chat template
 /// and tokenized, as the hasher does. Arg: 0 = segment cache off (every message re-tokenized,
