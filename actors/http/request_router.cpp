@@ -38,7 +38,7 @@ api_error routing_error(const route_decision& decision) {
   switch (decision.failure) {
     case route_failure::prompt_too_long:
       return {api_errc::invalid_request,
-              fmt::format("the prompt is {} tokens long (images expanded), more than this router accepts", decision.prompt_tokens),
+              fmt::format("the prompt is at least {} tokens long (images expanded), more than this router accepts", decision.prompt_tokens),
               "messages"};
     case route_failure::input_refused: return {api_errc::invalid_request, decision.refusal, decision.refused_field};
     case route_failure::every_worker_failed: return {api_errc::worker_failed, "every available worker failed this request", {}};

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/kv/block_hash.hpp"
+#include "core/prompt/chat_budget.hpp"
 #include "core/prompt/mm_splice.hpp"
 
 namespace kvr {
@@ -187,6 +188,7 @@ hasher_actor::behavior_type hasher(hasher_pointer self, scorer_handle scorer, st
             tokens = &s.tokens;
             break;
           case prompt_path::chat: {
+            if (s.refuse_if_too_long(chat_tokens_at_least(request.messages, s.resources.chat_tokens_per_message), *job)) return;
             bool refused = false;
             auto prompt = s.render_chat(request.chat, *job, refused);
             if (refused) return;

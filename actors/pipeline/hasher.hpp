@@ -45,6 +45,10 @@ struct hasher_resources {
   std::shared_ptr<media_fetcher> fetcher;
   std::shared_ptr<hasher_counters> counters = std::make_shared<hasher_counters>();
   std::size_t max_prompt_tokens = SIZE_MAX;  ///< longer prompts (images expanded) are refused
+  /// The fewest tokens a user or assistant message renders to with this set's template and
+  /// tokenizer (core/prompt/chat_budget): a chat whose messages alone pass the limit is refused
+  /// before it is rendered. 0: no early refusal.
+  std::uint32_t chat_tokens_per_message = 0;
 
   /// Whether chat requests can be hashed (they need a tokenizer and a way to render).
   [[nodiscard]] bool hashes_chat() const { return text_tokenizer && (chat || chat_plain_fallback); }

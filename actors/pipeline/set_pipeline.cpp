@@ -16,6 +16,7 @@
 #include "actors/sources/engine_scraper.hpp"
 #include "actors/sources/health_checker.hpp"
 #include "actors/sources/kv_subscriber.hpp"
+#include "core/prompt/chat_budget.hpp"
 #include "core/prompt/model_files.hpp"
 
 namespace kvr {
@@ -56,6 +57,10 @@ std::expected<hasher_resources, std::string> load_hasher_resources(const worker_
     }
   }
   resources.chat_plain_fallback = !resources.chat && card.chat_template_fallback_concat;
+  if (resources.text_tokenizer && (resources.chat || resources.chat_plain_fallback)) {
+    tokenizer probe = resources.text_tokenizer->share();
+    resources.chat_tokens_per_message = probe_tokens_per_message(resources.chat.get(), probe);
+  }
   resources.multimodal = card.multimodal;
   return resources;
 }
