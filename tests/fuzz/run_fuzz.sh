@@ -58,8 +58,8 @@ case "$target" in
     defines=(-DKVR_SOURCE_DIR="\"$repo\"") ;;
   config)
     sources=(tests/fuzz/config_fuzz.cpp core/config/router_file.cpp core/config/router_config.cpp core/config/disaggregation.cpp core/config/worker_spec.cpp
-             core/common/http_url.cpp core/common/json_shape.cpp)
-    libs=(-lfmt) ;;
+             core/common/http_url.cpp core/common/json_shape.cpp core/common/json_parse.cpp)
+    libs=(-lfmt -lsimdjson) ;;
   metrics)
     sources=(tests/fuzz/metrics_fuzz.cpp core/metrics/prometheus_text.cpp core/metrics/engine_metrics.cpp)
     libs=() ;;
@@ -68,8 +68,9 @@ case "$target" in
              core/routing/active_sequences.cpp core/kv/msgpack_view.cpp)
     libs=(-lfmt) ;;
   pd)
-    sources=(tests/fuzz/pd_fuzz.cpp core/disagg/json_members.cpp core/disagg/pd_requests.cpp core/common/json_shape.cpp core/common/json_top_level.cpp)
-    libs=(-lfmt) ;;
+    sources=(tests/fuzz/pd_fuzz.cpp core/disagg/json_members.cpp core/disagg/pd_requests.cpp core/common/json_shape.cpp core/common/json_top_level.cpp
+             core/common/json_parse.cpp)
+    libs=(-lfmt -lsimdjson) ;;
   *) echo "unknown fuzz target $target" >&2; exit 2 ;;
 esac
 # Every object depends on its source and, conservatively, on every header.
