@@ -45,10 +45,16 @@ ordered_json parse_field(std::string_view text, const std::string& field) {
 
 /// A tool call's `arguments` string parsed into an object, as vLLM does before rendering; a
 /// string that is not JSON stays a string, one nesting deeper than a body may is refused.
-void parse_arguments(ordered_json& arguments, const std::string& field) {
+/// The field is named (`messages[i].tool_calls[j].function.arguments`) only when refused.
+void parse_arguments(ordered_json& arguments, std::size_t message, std::size_t call) {
   auto parsed = parse_json<ordered_json>(arguments.get_ref<const std::string&>());
-  if (parsed) arguments = std::move(*parsed);
-  else if (parsed.error() == json_parse_error::too_deep) throw refused_input(field, field + " " + describe(parsed.error()));
+  if (parsed) {
+    arguments = std::move(*parsed);
+  } else if (parsed.error() == json_parse_error::too_deep) {
+    std::string field = fmt::format("messages[{}].tool_calls[{}].function.arguments", message, call);
+    std::string what = field + " " + describe(parsed.error());
+    throw refused_input(std::move(field), what);
+  }
 }
 
 /// vLLM's preprocessing for templates that take string content: text parts joined with `\n`,
@@ -90,7 +96,7 @@ jinja::value normalize_messages(const ordered_json& messages, bool keep_content_
         if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
         ordered_json& function = call["function"];
         if (auto arguments = function.find("arguments"); arguments != function.end() && arguments->is_string())
-          parse_arguments(*arguments, fmt::format("messages[{}].tool_calls[{}].function.arguments", index, this_call));
+          parse_arguments(*arguments, index, this_call);
       }
     }
     out.push_back(jinja::value::from_json(normalized));
