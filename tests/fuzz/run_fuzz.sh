@@ -46,8 +46,8 @@ case "$target" in
     libs=(-lfmt -lxxhash) ;;
   media)
     sources=(tests/fuzz/media_fuzz.cpp core/media/media.cpp core/media/base64.cpp core/config/router_file.cpp core/config/router_config.cpp core/config/disaggregation.cpp
-             core/config/worker_spec.cpp core/common/http_url.cpp core/common/json_shape.cpp)
-    libs=(-lfmt -lxxhash -lwebp -lcrypto) ;;
+             core/config/worker_spec.cpp core/common/http_url.cpp core/common/json_shape.cpp core/common/json_parse.cpp)
+    libs=(-lfmt -lxxhash -lwebp -lcrypto -lsimdjson) ;;
   request)
     sources=(tests/fuzz/request_fuzz.cpp core/prompt/openai.cpp core/prompt/token_id_array.cpp core/prompt/prompt_plan.cpp core/prompt/tokenize_api.cpp core/common/json_top_level.cpp core/common/json_parse.cpp
              core/common/json_shape.cpp core/common/multipart.cpp
