@@ -126,7 +126,7 @@ void BM_qwen3_encode_pathological(benchmark::State& state) {
   state.counters["tokens"] = static_cast<double>(ids.size());
   state.SetLabel(std::string(pathological_name(which)) + ", " + std::to_string(state.range(1)) + " KiB");
 }
-BENCHMARK(BM_qwen3_encode_pathological)->ArgsProduct({{0, 1, 2, 3, 4}, {256, 1024}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_qwen3_encode_pathological)->ArgsProduct({{0, 1, 2, 3, 4}, {256, 1024, 4096}})->Unit(benchmark::kMillisecond);
 
 /// A growing conversation, as a chat client sends it: turn n resends the system prompt and all
 /// n - 1 earlier exchanges plus a new question. Each turn is rendered with Qwen3's chat template

@@ -18,6 +18,7 @@
 
 #include "core/common/flat_u64_map.hpp"
 #include "core/common/json_parse.hpp"
+#include "core/prompt/bpe_merge.hpp"
 #include "core/prompt/piece_cache.hpp"
 #include "core/prompt/pretokenizer.hpp"
 #include "core/prompt/segment_cache.hpp"
@@ -58,13 +59,6 @@ std::optional<std::string> to_raw_bytes(std::string_view token, const std::array
   }
   return raw;
 }
-
-std::uint64_t pair_key(std::uint32_t a, std::uint32_t b) { return (std::uint64_t{a} << 32) | b; }
-
-struct merge {
-  std::uint32_t rank = 0;
-  std::uint32_t merged = 0;
-};
 
 /// NFC of `text` into `out`; false (and `out` untouched) when `text` is already NFC by the
 /// quick test below. Only non-ASCII runs holding a code point from U+0300 up can change (code
@@ -182,8 +176,8 @@ void append_utf8_lossy(std::string_view bytes, std::string& out) {
 }  // namespace
 
 struct tokenizer::tables {
-  std::array<std::uint32_t, 256> byte_token{};
-  flat_u64_map<merge> merges;
+  bpe_byte_tokens byte_token{};
+  bpe_merges merges;
   bool ignore_merges = false;
   std::unordered_map<std::string, std::uint32_t> vocab_by_bytes;  ///< only with ignore_merges
   std::size_t vocab_size = 0;
@@ -214,6 +208,7 @@ struct tokenizer::cache {
   piece_cache pieces;
   pcre2_match_data* match = nullptr;
   std::vector<std::uint32_t> symbols;
+  bpe_scratch merge_scratch;
   std::string normalized;
   segment_cache segments{max_segment_ids};
   std::vector<std::size_t> next_added;  ///< where each added token next occurs (encode scratch)
@@ -293,7 +288,8 @@ std::expected<tokenizer, tokenizer_error> tokenizer::load_tables(std::string_vie
     return fail("the vocab lacks some of the 256 byte-level symbols (not a byte-level BPE)");
 
   const json& merges = model.value("merges", json::array());
-  t->merges.reserve(merges.size());
+  t->merges.rules.reserve(merges.size());
+  t->merges.rank_limit = static_cast<std::uint32_t>(merges.size());
   for (std::size_t rank = 0; rank < merges.size(); ++rank) {
     std::string left, right;
     if (merges[rank].is_string()) {  // "a b"
@@ -311,7 +307,7 @@ std::expected<tokenizer, tokenizer_error> tokenizer::load_tables(std::string_vie
     const auto a = vocab_map.find(left), b = vocab_map.find(right), ab = vocab_map.find(left + right);
     if (a == vocab_map.end() || b == vocab_map.end() || ab == vocab_map.end())
       return fail(fmt::format("merge {} (\"{}\" + \"{}\") names a token missing from the vocab", rank, left, right));
-    t->merges.try_emplace(pair_key(a->second, b->second), merge{static_cast<std::uint32_t>(rank), ab->second});
+    t->merges.rules.try_emplace(bpe_pair_key(a->second, b->second), bpe_merge_rule{static_cast<std::uint32_t>(rank), ab->second});
   }
 
   for (const json& added : document.value("added_tokens", json::array())) {
@@ -430,79 +426,6 @@ std::optional<std::uint32_t> tokenizer::added_token_id(std::string_view content)
   return std::nullopt;
 }
 
-namespace {
-
-/// BPE over one piece's bytes: repeatedly merge the adjacent pair of lowest rank (the leftmost
-/// among equal ranks). Short pieces scan for the best pair, O(n^2) but allocation-free; long
-/// ones (a prompt of one 30 MB "word" must not take hours) use a heap over a linked list of
-/// symbols, O(n log n).
-void merge_piece(std::string_view piece, const std::array<std::uint32_t, 256>& byte_token, const flat_u64_map<merge>& merges,
-                 std::vector<std::uint32_t>& symbols) {
-  symbols.clear();
-  for (char c : piece) symbols.push_back(byte_token[static_cast<std::uint8_t>(c)]);
-  if (symbols.size() <= 64) {
-    while (symbols.size() > 1) {
-      std::uint32_t best_rank = UINT32_MAX;
-      std::size_t best = 0;
-      std::uint32_t merged = 0;
-      for (std::size_t i = 0; i + 1 < symbols.size(); ++i) {
-        const merge* m = merges.find(pair_key(symbols[i], symbols[i + 1]));
-        if (m != nullptr && m->rank < best_rank) {
-          best_rank = m->rank;
-          best = i;
-          merged = m->merged;
-        }
-      }
-      if (best_rank == UINT32_MAX) break;
-      symbols[best] = merged;
-      symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-    }
-    return;
-  }
-
-  const std::size_t n = symbols.size();
-  constexpr std::size_t none = SIZE_MAX;
-  std::vector<std::size_t> prev(n), next(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    prev[i] = i == 0 ? none : i - 1;
-    next[i] = i + 1 == n ? none : i + 1;
-  }
-  struct candidate {
-    std::uint32_t rank;
-    std::size_t left;  ///< position of the pair's left symbol (ties: leftmost first)
-    std::uint32_t left_id, right_id;
-    bool operator>(const candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
-  };
-  std::vector<candidate> heap;
-  auto consider = [&](std::size_t left) {
-    if (left == none || next[left] == none) return;
-    if (const merge* m = merges.find(pair_key(symbols[left], symbols[next[left]])))
-      heap.push_back({m->rank, left, symbols[left], symbols[next[left]]}), std::push_heap(heap.begin(), heap.end(), std::greater<>{});
-  };
-  for (std::size_t i = 0; i + 1 < n; ++i) consider(i);
-  std::vector<bool> removed(n, false);
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), std::greater<>{});
-    const candidate c = heap.back();
-    heap.pop_back();
-    const std::size_t right = next[c.left];
-    // Stale: a merge since changed one of the two symbols.
-    if (removed[c.left] || right == none || symbols[c.left] != c.left_id || symbols[right] != c.right_id) continue;
-    symbols[c.left] = merges.find(pair_key(c.left_id, c.right_id))->merged;
-    removed[right] = true;
-    next[c.left] = next[right];
-    if (next[right] != none) prev[next[right]] = c.left;
-    consider(prev[c.left]);
-    consider(c.left);
-  }
-  std::size_t out = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    if (!removed[i]) symbols[out++] = symbols[i];
-  symbols.resize(out);
-}
-
-}  // namespace
-
 void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
   const tables& t = *tables_;
   cache& c = *cache_;
@@ -522,7 +445,7 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
         return;
       }
     }
-    merge_piece(piece, t.byte_token, t.merges, c.symbols);
+    bpe_merge_piece(piece, t.byte_token, t.merges, c.symbols, c.merge_scratch);
     out.insert(out.end(), c.symbols.begin(), c.symbols.end());
     if (cacheable) c.pieces.insert(piece, key, c.symbols);
   };
