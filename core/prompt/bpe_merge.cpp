@@ -190,10 +190,7 @@ void bpe_merge_piece(std::string_view piece, const bpe_byte_tokens& byte_token, 
   load_bytes(piece, byte_token, symbols);
   if (symbols.size() <= scan_limit) return merge_by_scan(merges, symbols);
   bucket_merger(merges, symbols, scratch).run();
-  // About 30 bytes of scratch per byte of the piece: kept for the next piece up to this size,
-  // let go past it, so that one huge word does not pin its scratch for the thread's life.
-  constexpr std::size_t kept_scratch_piece = std::size_t{1} << 20;
-  if (piece.size() > kept_scratch_piece) scratch = bpe_scratch{};
+  if (piece.size() > bpe_kept_scratch_bytes) scratch = bpe_scratch{};
 }
 
 void bpe_merge_piece_by_heap(std::string_view piece, const bpe_byte_tokens& byte_token, const bpe_merges& merges,

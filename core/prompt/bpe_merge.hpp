@@ -8,6 +8,7 @@
 /// buckets in rank order (docs/benchmarks.md, "tokenizer on pathological text").
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -57,6 +58,10 @@ struct bpe_scratch {
   std::vector<std::uint32_t> prev, next;
   std::vector<bool> removed;
 };
+
+/// Pieces up to this many bytes leave their scratch (about 30 bytes per byte) allocated for the
+/// next; a longer one lets it go, so that one huge word does not pin it for the thread's life.
+inline constexpr std::size_t bpe_kept_scratch_bytes = std::size_t{1} << 20;
 
 /// The token ids `piece` merges to, into `symbols` (cleared first).
 void bpe_merge_piece(std::string_view piece, const bpe_byte_tokens& byte_token, const bpe_merges& merges,

@@ -449,7 +449,7 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
     out.insert(out.end(), c.symbols.begin(), c.symbols.end());
     if (cacheable) c.pieces.insert(piece, key, c.symbols);
     // A huge word's symbols (4 bytes per byte) are let go, as its merge scratch is.
-    if (size > (std::size_t{1} << 20)) std::vector<std::uint32_t>().swap(c.symbols);
+    if (size > bpe_kept_scratch_bytes) std::vector<std::uint32_t>().swap(c.symbols);
   };
 
   auto encode_uncached_segment = [&](std::string_view segment) {
