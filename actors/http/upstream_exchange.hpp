@@ -17,22 +17,14 @@
 
 #include <boost/beast/http.hpp>
 
+#include "actors/http/upstream_shape.hpp"
+
 namespace kvr::ingress {
 
 class upstream_exchange final : public timed, public std::enable_shared_from_this<upstream_exchange> {
  public:
-  struct outcome {
-    enum class kind : std::uint8_t {
-      answered,       ///< `status` and `body` as the worker sent them
-      worker_failed,  ///< refused, reset, unresolvable, a broken or oversized answer: the worker's failure
-      timed_out,      ///< the deadline passed first
-    };
-    kind what = kind::answered;
-    unsigned status = 0;
-    std::string body;
-    std::string detail;  ///< why, for failures
-  };
-  using done_handler = std::function<void(outcome)>;
+  using outcome = leg_outcome;
+  using done_handler = leg_done;
 
   /// Answers beyond this are the worker's failure (a prefill answer is one token and its params).
   static constexpr std::size_t max_answer_bytes = 4 << 20;
