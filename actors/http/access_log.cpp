@@ -49,6 +49,7 @@ std::string to_json_line(const access_record& r) {
                       {"prompt_tokens", r.prompt_tokens},
                       {"overlap_blocks", r.overlap_blocks},
                       {"attempts", r.attempts},
+                      {"migrations", r.migrations},
                       {"queue_wait_ms", rounded(r.queue_wait_ms)},
                       {"ttft_ms", r.ttft_ms < 0 ? nlohmann::json(nullptr) : nlohmann::json(rounded(r.ttft_ms))},
                       {"duration_ms", rounded(r.duration_ms)},

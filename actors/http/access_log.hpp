@@ -26,6 +26,7 @@ struct access_record {
   std::uint32_t prompt_tokens = 0;    ///< exact once tokenized, else the estimate
   std::uint32_t overlap_blocks = 0;
   std::uint32_t attempts = 0;         ///< workers tried (retries + 1); 0 = none
+  std::uint32_t migrations = 0;       ///< continuations on another worker after a stream broke off
   double queue_wait_ms = 0;           ///< in the set's queue
   double ttft_ms = -1;                ///< to the worker's first bytes; -1 = none came
   double duration_ms = 0;             ///< to the end of the answer

@@ -65,6 +65,11 @@ void ingress_probe::write_metrics(std::string& out) const {
   pd_decode_first_byte_seconds_.write(out, "kvrouter_pd_decode_first_byte_seconds",
                                       "Decode legs from sending to their first answer bytes (the decode leg's TTFT).");
   pd_decode_seconds_.write(out, "kvrouter_pd_decode_seconds", "Decode legs from sending to their whole answer.");
+  out += "# HELP kvrouter_migration_refused_total Streams whose worker failed mid-way and that were not continued "
+         "elsewhere, by why (the stream then ends with an error event).\n# TYPE kvrouter_migration_refused_total counter\n";
+  for (std::size_t r = 0; r < migration_refusals_.size(); ++r)
+    out += fmt::format("kvrouter_migration_refused_total{{reason=\"{}\"}} {}\n", to_string(static_cast<migration_refusal>(r)),
+                       migration_refusals_[r].load());
   out += "# HELP kvrouter_responses_total Responses by status class.\n# TYPE kvrouter_responses_total counter\n";
   for (std::size_t c = 1; c < responses_by_class_.size(); ++c)
     out += fmt::format("kvrouter_responses_total{{code=\"{}xx\"}} {}\n", c, responses_by_class_[c].load());

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/migration/continuation.hpp"
+
 namespace kvr::ingress {
 
 /// A latency histogram in seconds (Prometheus buckets 5 ms .. 10 s), filled from any thread.
@@ -60,6 +62,8 @@ class ingress_probe {
   void pd_decode_first_bytes_after(double seconds) { pd_decode_first_byte_seconds_.add(seconds); }
   void pd_decode_took(double seconds) { pd_decode_seconds_.add(seconds); }
   void responded(unsigned status) { bump(responses_by_class_[std::min(status / 100, 5u)]); }
+  /// A stream whose worker failed mid-way could not be continued elsewhere (docs/migration.md).
+  void migration_refused(migration_refusal why) { bump(migration_refusals_[static_cast<std::size_t>(why)]); }
 
   /// The ingress's families in Prometheus text format, appended to `out`.
   void write_metrics(std::string& out) const;
@@ -81,6 +85,7 @@ class ingress_probe {
   std::atomic<std::uint64_t> dry_runs_{0};
   std::atomic<std::uint64_t> overloaded_{0};
   std::array<std::atomic<std::uint64_t>, 6> responses_by_class_{};  ///< index = status / 100
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(migration_refusal::count)> migration_refusals_{};
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(pd_path::count)> pd_paths_{};
   std::atomic<std::uint64_t> pd_missing_params_{0};
   std::atomic<std::uint64_t> pd_prefill_failures_{0};

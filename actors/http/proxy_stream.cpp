@@ -15,13 +15,16 @@ namespace beast = boost::beast;
 using error_code = boost::system::error_code;
 
 void proxy_stream::start(const worker_target& worker, const http::request<http::string_body>& request, bool keep_alive,
-                         const head_tags& tags, const std::string* body) {
+                         const head_tags& tags, const proxy_leg& leg) {
   worker_ = &worker;
   request_ = &request;
-  body_ = body != nullptr ? body : &request.body();
+  body_ = leg.body != nullptr ? leg.body : &request.body();
+  target_ = leg.target;
+  filter_ = leg.filter;
+  continuing_ = leg.continuing;
   keep_alive_ = keep_alive;
   prefill_reported_ = false;
-  body_bytes_ = 0;
+  if (!continuing_) body_bytes_ = 0;  // a continuation's bytes add to the answer's
   cut_ = cut_reason::none;
   answer_tags_.clear();
   if (tags.decision_headers)
@@ -68,10 +71,11 @@ void proxy_stream::resume() {
 
 std::string upstream_request_head(const worker_target& worker, const http::request<http::string_body>& request,
                                   std::size_t body_size, std::string_view request_id, bool client_sent_id,
-                                  bool forward_authorization) {
+                                  bool forward_authorization, std::string_view target_override) {
   std::string head;
   const auto method = request.method_string();
-  const auto target = request.target();
+  const std::string_view target = target_override.empty() ? std::string_view(request.target().data(), request.target().size())
+                                                          : target_override;
   head.append(method.data(), method.size());
   head += ' ';
   head += worker.base_path;
@@ -90,7 +94,7 @@ std::string upstream_request_head(const worker_target& worker, const http::reque
 
 void proxy_stream::write_upstream_head(const head_tags& tags) {
   upstream_head_ = upstream_request_head(*worker_, *request_, body_->size(), tags.request_id, tags.client_sent_id,
-                                         server_.settings.forward_authorization);
+                                         server_.settings.forward_authorization, target_);
 }
 
 void proxy_stream::connect(connection_kind kind) {
@@ -185,8 +189,14 @@ void proxy_stream::failed_before_answer(const error_code& ec) {
 /// with the first body bytes: one write instead of two.
 void proxy_stream::forward_head() {
   const auto& response = parser_->get();
-  chunked_ = !response.has_content_length() && !parser_->is_done();
   status_ = response.result_int();
+  if (continuing_) {  // the client has its head: this worker only goes on with the body
+    if (status_ != 200) return end_early(early_end::worker_failed, fmt::format("answered the continuation with status {}", status_));
+    if (filter_ != nullptr) filter_->on_head(status_, true);
+    phase_ = phase::relaying;
+    return relay();
+  }
+  chunked_ = !response.has_content_length() && !parser_->is_done();
   head_.clear();
   head_ += fmt::format("HTTP/1.1 {} ", status_);
   const auto reason = response.reason();
@@ -203,6 +213,7 @@ void proxy_stream::forward_head() {
   else if (const auto length = parser_->content_length()) head_ += fmt::format("Content-Length: {}\r\n", *length);
   if (!keep_alive_) head_ += "Connection: close\r\n";
   head_ += "\r\n";
+  if (filter_ != nullptr) filter_->on_head(status_, chunked_);
   if (!owner_.answer_may_start(status_)) {
     phase_ = phase::held;
     return;
@@ -222,14 +233,23 @@ void proxy_stream::relay() {
       if (ec == http::error::need_buffer) ec = {};
       if (!ec) return write_client(chunk_.size() - parser_->get().body().size);
       if (phase_ == phase::awaiting_answer) return failed_before_answer(ec);
+      last_cut_ = cut_ == cut_reason::deadline ? cut_cause::timed_out : cut_cause::broken;
       end_late(cut_ == cut_reason::client_gone ? late_end::client_gone : late_end::cut);
     });
   });
 }
 
 /// Forwards what one read brought (coalescing nothing across reads), then reads on.
-void proxy_stream::write_client(std::size_t bytes) {
-  const bool last = parser_->is_done();
+void proxy_stream::write_client(std::size_t read) {
+  std::string_view payload(chunk_.data(), read);
+  bool worker_failed = false;
+  if (filter_ != nullptr && read > 0) {
+    const auto filtered = filter_->filter(payload);
+    payload = filtered.out;
+    worker_failed = filtered.worker_failed;
+  }
+  const std::size_t bytes = payload.size();
+  const bool last = parser_->is_done() && !worker_failed;
   // First bytes of a longer answer: the worker's prefill is done. (An answer complete in one
   // read needs no separate message: finishing releases the prefill too.)
   if (bytes > 0 && !prefill_reported_ && !last) {
@@ -245,19 +265,37 @@ void proxy_stream::write_client(std::size_t bytes) {
     chunk_size_line_ = fmt::format("{:x}\r\n", bytes);
     out[n++] = asio::buffer(chunk_size_line_);
   }
-  if (bytes > 0) out[n++] = asio::buffer(chunk_.data(), bytes);
+  if (bytes > 0) out[n++] = asio::buffer(payload.data(), bytes);
   body_bytes_ += bytes;
   if (chunked_ && bytes > 0) out[n++] = asio::buffer("\r\n", 2);
   if (chunked_ && last) out[n++] = asio::buffer("0\r\n\r\n", 5);
-  if (n == 0) return last ? end_late(late_end::completed) : relay();
+  // The engine said it failed: what came before its error goes out, then the stream is cut.
+  auto next = [this, last, worker_failed] {
+    if (worker_failed) {
+      last_cut_ = cut_cause::error_event;
+      return end_late(late_end::cut);
+    }
+    if (last) return end_late(late_end::completed);
+    relay();
+  };
+  if (n == 0) return next();
   if (head) server_.probe.answer_started();
   phase_ = phase::writing_client;
   owner_.expire_after(server_.settings.client_timeout);
-  asio::async_write(client_, std::span(out.data(), n), [this, last, keep = owner_.keep_alive()](error_code ec, std::size_t) {
+  asio::async_write(client_, std::span(out.data(), n), [this, next, keep = owner_.keep_alive()](error_code ec, std::size_t) {
     if (ec) return end_late(late_end::client_gone);
-    if (last) return end_late(late_end::completed);
-    relay();
+    next();
   });
+}
+
+void proxy_stream::finish_client_stream(std::string events, std::function<void(bool)> done) {
+  tail_.clear();
+  if (!events.empty()) tail_ = fmt::format("{:x}\r\n{}\r\n", events.size(), events);
+  tail_ += "0\r\n\r\n";
+  body_bytes_ += events.size();
+  owner_.expire_after(server_.settings.client_timeout);
+  asio::async_write(client_, asio::buffer(tail_),
+                    [this, done = std::move(done), keep = owner_.keep_alive()](error_code ec, std::size_t) { done(!ec); });
 }
 
 void proxy_stream::end_early(early_end why, std::string detail) {

@@ -9,18 +9,35 @@
 
 #include "actors/http/ingress_server.hpp"  // first: Asio wants <utility> before it under g++ 12
 
+#include <functional>
+
 #include <boost/beast/http.hpp>
+
+#include "actors/http/body_filter.hpp"
 
 namespace kvr::ingress {
 
 namespace http = boost::beast::http;
 
 /// The request head a worker gets: the client's method, target (under the worker's path
-/// prefix) and fields, minus hop-by-hop ones, with the worker's Host and `body_size` as the
-/// length; the request id is added unless the client sent a usable one.
+/// prefix; `target` instead when given) and fields, minus hop-by-hop ones, with the worker's
+/// Host and `body_size` as the length; the request id is added unless the client sent a usable one.
 [[nodiscard]] std::string upstream_request_head(const worker_target& worker, const http::request<http::string_body>& request,
                                                 std::size_t body_size, std::string_view request_id, bool client_sent_id,
-                                                bool forward_authorization);
+                                                bool forward_authorization, std::string_view target = {});
+
+/// What one leg changes of the client's request and of the answer's way back.
+struct proxy_leg {
+  /// Goes instead of the request's own body (a disaggregated leg's or a migration's rewrite;
+  /// it must outlive the stream).
+  const std::string* body = nullptr;
+  std::string_view target;  ///< instead of the client's target ("" = the client's)
+  body_filter* filter = nullptr;
+  /// The client has this answer's head and part of its body already (a migration's
+  /// continuation): the worker's head is not forwarded, and a status other than 200 is the
+  /// worker's failure; the body goes on in the client's framing.
+  bool continuing = false;
+};
 
 class proxy_stream {
  public:
@@ -44,7 +61,13 @@ class proxy_stream {
   enum class late_end : std::uint8_t {
     completed,    ///< the whole answer went through
     client_gone,  ///< the client stopped taking it
-    cut,          ///< the worker's stream broke off (the client's connection must close)
+    cut,          ///< the worker's stream broke off (the client's answer is unfinished: see cut_cause)
+  };
+  /// Why a worker's stream broke off after the client had some of it.
+  enum class cut_cause : std::uint8_t {
+    broken,       ///< the connection was reset or closed before the answer's end
+    timed_out,    ///< no bytes within the upstream timeout
+    error_event,  ///< the engine said it failed (an error event, seen by the body filter)
   };
 
   /// The connection that owns the stream: deadlines and what happened.
@@ -82,10 +105,11 @@ class proxy_stream {
   };
 
   /// Sends `request` to `worker`; the answer's head says `Connection: close` unless `keep_alive`.
-  /// `body`, when given, goes instead of the request's own (a disaggregated leg's rewrite; it
-  /// must outlive the stream).
   void start(const worker_target& worker, const http::request<http::string_body>& request, bool keep_alive,
-             const head_tags& tags, const std::string* body = nullptr);
+             const head_tags& tags, const proxy_leg& leg = {});
+  /// After a cut (late_end::cut): `events` go to the client as the answer's last bytes and its
+  /// chunked body ends, so the client reads a whole HTTP answer; `done(written)` follows.
+  void finish_client_stream(std::string events, std::function<void(bool written)> done);
   /// The owner's deadline passed: cut what the stream waits for.
   void on_deadline();
   /// The client went away: cut the worker's request now.
@@ -97,6 +121,10 @@ class proxy_stream {
   [[nodiscard]] bool answered() const { return phase_ == phase::relaying || phase_ == phase::writing_client; }
   /// Answer body bytes forwarded to the client for the current request.
   [[nodiscard]] std::uint64_t body_bytes() const { return body_bytes_; }
+  /// Why the last late_end::cut happened.
+  [[nodiscard]] cut_cause last_cut() const { return last_cut_; }
+  /// The client's answer is framed chunked (a stream that can be continued in place).
+  [[nodiscard]] bool client_chunked() const { return chunked_; }
 
  private:
   /// Why kvrouter itself closed the upstream socket (the pending operation then fails).
@@ -126,6 +154,11 @@ class proxy_stream {
   const worker_target* worker_ = nullptr;
   const http::request<http::string_body>* request_ = nullptr;
   const std::string* body_ = nullptr;  ///< what goes to the worker: the request's body or its rewrite
+  std::string_view target_;            ///< instead of the request's, when not empty
+  body_filter* filter_ = nullptr;
+  bool continuing_ = false;
+  cut_cause last_cut_ = cut_cause::broken;
+  std::string tail_;  ///< finish_client_stream's bytes while they are written
   bool keep_alive_ = true;
   bool prefill_reported_ = false;
 
@@ -137,7 +170,7 @@ class proxy_stream {
   std::string answer_tags_;      ///< the decision's fields for the answer's head ("" when turned off)
   std::string request_id_;
   std::string chunk_size_line_;
-  bool chunked_ = false;         ///< framing: chunked (the worker streams without a length) or its length
+  bool chunked_ = false;  ///< the client's framing: chunked (the worker streams without a length) or its length
   unsigned status_ = 200;
   std::uint64_t body_bytes_ = 0;
 };

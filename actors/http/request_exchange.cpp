@@ -1,5 +1,7 @@
 #include "actors/http/request_exchange.hpp"  // first: Asio wants <utility> before it under g++ 12
 
+#include <iostream>
+
 #include <fmt/format.h>
 #include <xxhash.h>
 
@@ -130,6 +132,7 @@ void request_exchange::act(route_verdict verdict) {
         log_access("client_left", 0, 0);
         return client_.client_left();
       }
+      if (continuing_) return end_unfinished_stream(migration_refusal::no_worker, "no other worker could continue the answer");
       log_access(verdict.status == 200 ? "dry_run" : "router_error", verdict.status, verdict.body.size());
       return client_.answer(verdict.status, std::move(verdict.body));
     case route_verdict::kind::proxy:
@@ -138,6 +141,7 @@ void request_exchange::act(route_verdict verdict) {
         log_access("client_left", 0, 0);
         return client_.client_left();
       }
+      if (continuing_) return start_continuation_leg();
       if (router_.prefill_worker() != nullptr) {
         shape_ = router_.set().disaggregation->protocol == pd_protocol::sglang ? static_cast<upstream_shape*>(&sglang_)
                                                                                : &vllm_nixl_;
@@ -157,13 +161,21 @@ void request_exchange::start_answering_leg(const std::string* body) {
   decode_leg_ = body != nullptr;
   decode_first_bytes_seen_ = false;
   if (decode_leg_) decode_started_ = clock_type::now();
+  proxy_leg leg{.body = body};
+  // A request run whole on one worker may be continued on another should its stream break.
+  if (shape_ == &aggregated_ && !router_.pinned()) {
+    migration_.arm(http_request_->body(), router_.request(), router_.set().config);
+    if (migration_.armed()) leg = {.body = migration_.sent_body(), .filter = &migration_};
+  } else {
+    migration_.reset();
+  }
   stream_.start(router_.worker(), *http_request_, client_.keeps_connection(),
                 {.request_id = request_id_,
                  .client_sent_id = client_sent_id_,
                  .decision_headers = !server_.settings.no_decision_headers,
                  .worker = router_.worker().name,
                  .overlap_blocks = router_.overlap_blocks()},
-                body);
+                leg);
 }
 
 void request_exchange::start_prefill_leg(std::string body, bool alone, leg_done done) {
@@ -216,6 +228,7 @@ void request_exchange::on_early_end(proxy_stream::early_end why, std::string det
       return left_during_request();
     case proxy_stream::early_end::timed_out:
       server_.probe.upstream_timed_out();
+      if (continuing_) return migrate(migration_counters::cause::timed_out);  // the client has part of the answer
       router_.finished();
       return answer_error({api_errc::worker_timeout, std::move(detail), {}}, "timed_out");
     case proxy_stream::early_end::worker_failed:
@@ -224,6 +237,7 @@ void request_exchange::on_early_end(proxy_stream::early_end why, std::string det
         log_access("client_left", 0, 0);
         return client_.client_left();
       }
+      if (continuing_) return migrate(migration_counters::cause::worker_failed);
       state_ = state::routing;
       return act(router_.on_worker_failed(detail));
   }
@@ -233,6 +247,13 @@ void request_exchange::on_late_end(proxy_stream::late_end why, unsigned status) 
   cancel_prefill_leg();
   shape_->answering_leg_ended();  // the decode leg answered before a cut took effect
   decode_leg_ = false;
+  if (why == proxy_stream::late_end::cut && migration_.armed() && !client_gone_ && stream_.client_chunked()) {
+    using cause = migration_counters::cause;
+    const auto broke = stream_.last_cut();
+    return migrate(broke == proxy_stream::cut_cause::timed_out     ? cause::timed_out
+                   : broke == proxy_stream::cut_cause::error_event ? cause::error_event
+                                                                   : cause::broken);
+  }
   router_.finished();
   if (!first_bytes_) first_bytes_ = clock_type::now();  // the whole answer came in one read
   log_access(why == proxy_stream::late_end::completed     ? "completed"
@@ -299,6 +320,55 @@ void request_exchange::reset() {
   state_ = state::idle;
   client_gone_ = false;
   shape_ = &aggregated_;
+  migration_.reset();
+  continuing_ = false;
+}
+
+// -- migration -------------------------------------------------------------------------------
+
+void request_exchange::migrate(migration_counters::cause why) {
+  failed_worker_ = router_.worker().name;
+  continuing_after_ = why;
+  auto next = migration_.plan();
+  if (!next) {
+    router_.blame_worker();
+    return end_unfinished_stream(next.error(), fmt::format("worker {} failed mid-answer ({})", failed_worker_,
+                                                           migration_counters::name(why)));
+  }
+  if (next->nothing_left()) {  // the answer was whole but for its end
+    router_.finished();
+    return end_client_stream(migration_.finished_events(), "completed");
+  }
+  auto continuation = std::make_shared<const routing_request>(migration_.continuation_request(router_.request().model));
+  migration_.start_continuation(std::move(*next));
+  continuing_ = true;
+  state_ = state::routing;
+  act(router_.migrate(std::move(continuation)));
+}
+
+void request_exchange::start_continuation_leg() {
+  router_.set().migrations->started(continuing_after_, migration_.carried_tokens());
+  std::cerr << fmt::format("kvrouter: request {} migrated from worker {} ({}) to worker {}, {} tokens carried over (migration {})\n",
+                           request_id_, failed_worker_, migration_counters::name(continuing_after_), router_.worker().name,
+                           migration_.carried_tokens(), migration_.migrations());
+  state_ = state::proxying;
+  stream_.start(router_.worker(), *http_request_, client_.keeps_connection(),
+                {.request_id = request_id_, .client_sent_id = client_sent_id_, .decision_headers = false},
+                {.body = &migration_.continuation_body(), .target = "/v1/completions", .filter = &migration_, .continuing = true});
+}
+
+void request_exchange::end_unfinished_stream(migration_refusal why, std::string_view detail) {
+  server_.probe.migration_refused(why);
+  router_.finished();
+  std::cerr << fmt::format("kvrouter: request {}: {}; not continued elsewhere: {}\n", request_id_, detail, to_string(why));
+  end_client_stream(migration_.error_events(fmt::format("{}; the answer could not be continued ({})", detail, to_string(why))),
+                    "cut");
+}
+
+void request_exchange::end_client_stream(std::string events, std::string_view outcome) {
+  log_access(outcome, 200, stream_.body_bytes() + events.size());
+  if (outcome == "completed") server_.probe.responded(200);
+  stream_.finish_client_stream(std::move(events), [this](bool written) { client_.relayed(written); });
 }
 
 // -- the access log --------------------------------------------------------------------------
@@ -324,6 +394,7 @@ void request_exchange::log_access(std::string_view outcome, unsigned status, std
                          .prompt_tokens = router_.prompt_tokens(),
                          .overlap_blocks = router_.overlap_blocks(),
                          .attempts = router_.attempts(),
+                         .migrations = migration_.migrations(),
                          .queue_wait_ms = ms(router_.queued_for()),
                          .ttft_ms = first_bytes_ ? ms(*first_bytes_ - received_) : -1.0,
                          .duration_ms = ms(clock_type::now() - received_),

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "actors/http/request_router.hpp"
+#include "actors/http/stream_migration.hpp"
 #include "actors/http/upstream_exchange.hpp"
 #include "actors/http/upstream_shape.hpp"
 
@@ -102,6 +103,16 @@ class request_exchange final : private proxy_stream::owner, private shape_host {
   void finish_with(unsigned status, std::string body, std::string_view outcome) override;
   void client_left_during_prefill() override;
 
+  // -- migration (docs/migration.md) ----------------------------------------------------------
+  /// The answering leg's worker broke off (`why`) after the client had part of the answer:
+  /// continue it on another worker, or end the client's stream.
+  void migrate(migration_counters::cause why);
+  void start_continuation_leg();
+  /// The answer cannot go on: the client's stream ends with an error event (counted by `why`).
+  void end_unfinished_stream(migration_refusal why, std::string_view detail);
+  /// The client's stream ends with `events` as its last bytes (`outcome` for the access log).
+  void end_client_stream(std::string events, std::string_view outcome);
+
   // -- the request's end ----------------------------------------------------------------------
   void answer_error(const api_error& error, std::string_view outcome);
   /// The client left before any answer: release, no blame.
@@ -120,6 +131,10 @@ class request_exchange final : private proxy_stream::owner, private shape_host {
   vllm_nixl_shape vllm_nixl_{*this};
   sglang_shape sglang_{*this};
   upstream_shape* shape_ = &aggregated_;
+  stream_migration migration_;
+  bool continuing_ = false;  ///< the request runs as a migration's continuation
+  migration_counters::cause continuing_after_ = migration_counters::cause::broken;
+  std::string failed_worker_;  ///< the worker the last migration left (for its log line)
 
   state state_ = state::idle;
   const http::request<http::string_body>* http_request_ = nullptr;

@@ -191,6 +191,17 @@ route_verdict request_router::on_worker_failed(std::string_view why) {
   return retry_without(worker_, fmt::format("{} on {}", why, set_->workers[worker_].name));
 }
 
+route_verdict request_router::migrate(std::shared_ptr<const routing_request> continuation) {
+  prefill_done();
+  if (!finished_) blame_worker();
+  finished_ = true;
+  excluded_.push_back(worker_);
+  request_ = std::move(continuation);
+  prompt_tokens_ = request_->prompt_tokens;
+  options_.session = 0;  // the continuation goes where the cost says; its conversation's binding stays
+  return route();
+}
+
 route_verdict request_router::answer_dry_run(const route_decision& decision) const {
   probe_.dry_run();
   nlohmann::json candidates = nlohmann::json::array();

@@ -80,6 +80,13 @@ class request_router {
   /// The chosen worker failed before answering: reported (its booking released, the worker
   /// kept out a while) and counted, with no retry.
   void blame_worker();
+  /// The chosen worker broke off an answer the client is reading: it is reported (its booking
+  /// released at once, the worker kept out a while) and excluded with every worker that failed
+  /// the request before, and `continuation` (a token-id prompt: the prompt's and the answer's
+  /// tokens so far) is routed in the request's place, on the set's full cost.
+  [[nodiscard]] route_verdict migrate(std::shared_ptr<const routing_request> continuation);
+  /// `x-kvrouter-worker` named the worker: nowhere else to go.
+  [[nodiscard]] bool pinned() const { return options_.pinned_worker.has_value(); }
   /// The worker's first bytes arrived: its prefill is done.
   void first_token() { tell_scorer(lifecycle_event::kind::first_token); }
   /// The request ended, however it ended: its booking is released (once; later calls for the

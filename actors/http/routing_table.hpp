@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/http/migration_counters.hpp"
 #include "actors/pipeline/hasher.hpp"
 #include "actors/pipeline/scorer.hpp"
 #include "actors/sources/engine_scraper.hpp"
@@ -75,6 +76,8 @@ struct worker_set_route {
   std::uint64_t restarts = 0;                ///< restarts of the whole set (its scorer or a hasher died)
   /// Routing decisions in flight (ingress bounds it; beyond, 503 at once).
   std::shared_ptr<std::atomic<std::uint32_t>> routing_in_flight = std::make_shared<std::atomic<std::uint32_t>>(0);
+  /// Its streams continued on another worker (actors/http/stream_migration.hpp), for /metrics.
+  std::shared_ptr<ingress::migration_counters> migrations = std::make_shared<ingress::migration_counters>();
   /// Round-robin position shared by the I/O threads (round-robin is decided in ingress).
   std::shared_ptr<std::atomic<std::uint64_t>> round_robin_ticket = std::make_shared<std::atomic<std::uint64_t>>(0);
 };

@@ -38,9 +38,18 @@ void write_admission_metrics(std::string& out, const routing_table& table) {
   }
 }
 
+/// Streams continued on another worker, and the tokens they carried (docs/migration.md).
+void write_migration_metrics(std::string& out, const routing_table& table) {
+  ingress::migration_counters::write_started_help(out);
+  for (const worker_set_route& set : table.sets) set.migrations->write_started(out, set.name, set.model);
+  ingress::migration_counters::write_carried_help(out);
+  for (const worker_set_route& set : table.sets) set.migrations->write_carried(out, set.name, set.model);
+}
+
 }  // namespace
 
 void write_set_metrics(std::string& out, const routing_table& table) {
+  write_migration_metrics(out, table);
   auto family = [&](std::string_view name, std::string_view help, std::string_view type, auto value_of) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
     for (const worker_set_route& set : table.sets) {

@@ -1,3 +1,4 @@
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>

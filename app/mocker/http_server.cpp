@@ -54,6 +54,11 @@ struct http_server::impl {
   std::atomic<std::uint64_t> prefill_legs{0};     ///< prefill legs answered with transfer params
   std::atomic<std::uint64_t> remote_prefills{0};  ///< decode legs whose KV was pulled and checked
   std::atomic<std::uint64_t> transfer_failures{0};  ///< pulls that failed or did not match: recomputed here
+  /// Stream faults (`/mocker/faults`): cut, or end with an error event, every stream at this
+  /// many tokens; 0 = off.
+  std::atomic<std::uint32_t> break_streams_after_tokens{0};
+  std::atomic<std::uint32_t> error_event_after_tokens{0};
+  std::atomic<std::uint64_t> streams_broken{0};  ///< streams a fault cut or failed
   std::atomic<std::uint64_t> transfers_served{0};
   std::mutex last_params_mutex;
   std::string last_params = "null";  ///< the last decode leg's kv_transfer_params
@@ -142,10 +147,20 @@ class session : public std::enable_shared_from_this<session> {
     }
     if (post && path == "/mocker/faults") {
       const auto faults = parse_plain_json(request.body());
-      if (!faults.is_object() || !faults.contains("drop_batches_pct") || !faults["drop_batches_pct"].is_number() ||
-          faults["drop_batches_pct"].get<double>() < 0 || faults["drop_batches_pct"].get<double>() > 100)
-        return respond(400, error_json("expected {\"drop_batches_pct\": 0..100}", "BadRequestError", 400));
-      for (const auto& rank : server_.ranks) rank->set_drop_pct(faults["drop_batches_pct"].get<double>());
+      const auto number_in = [&](const char* key, double high) {
+        return !faults.contains(key) || (faults[key].is_number() && faults[key].get<double>() >= 0 && faults[key].get<double>() <= high);
+      };
+      if (!faults.is_object() || faults.empty() || !number_in("drop_batches_pct", 100) ||
+          !number_in("break_streams_after_tokens", 1e6) || !number_in("error_event_after_tokens", 1e6))
+        return respond(400, error_json("expected {\"drop_batches_pct\": 0..100, \"break_streams_after_tokens\": N, "
+                                       "\"error_event_after_tokens\": N} (any of them; 0 = off)",
+                                       "BadRequestError", 400));
+      if (faults.contains("drop_batches_pct"))
+        for (const auto& rank : server_.ranks) rank->set_drop_pct(faults["drop_batches_pct"].get<double>());
+      if (faults.contains("break_streams_after_tokens"))
+        server_.break_streams_after_tokens = faults["break_streams_after_tokens"].get<std::uint32_t>();
+      if (faults.contains("error_event_after_tokens"))
+        server_.error_event_after_tokens = faults["error_event_after_tokens"].get<std::uint32_t>();
       return respond(200, faults.dump());
     }
     if (get && path.starts_with("/mocker/kv_transfer/")) {
@@ -195,9 +210,8 @@ class session : public std::enable_shared_from_this<session> {
     request_ = std::move(*parsed);
     id_ = server_.next_id++;
     // The answer's words follow from the prompt: the same prompt reads the same on any worker,
-    // aggregated or disaggregated.
-    text_seed_ = 1469598103934665603ull;
-    for (std::uint32_t token : request_.prompt) text_seed_ = (text_seed_ ^ token) * 1099511628211ull;
+    // aggregated or disaggregated, and a continuation of it reads on as it would have.
+    answer_.emplace(request_.prompt);
     generated_ = 0;
     text_.clear();
     done_ = false;
@@ -364,7 +378,12 @@ class session : public std::enable_shared_from_this<session> {
     }
     const bool first = generated_ == 0;
     std::string piece;
-    for (std::uint32_t i = 0; i < out.new_tokens; ++i) piece += token_text(text_seed_, generated_ + i);
+    std::vector<std::uint32_t> ids;
+    for (std::uint32_t i = 0; i < out.new_tokens; ++i) {
+      const auto token = answer_->next();
+      piece += token.text;
+      ids.push_back(token.id);
+    }
     generated_ += out.new_tokens;
     if (!request_.stream) {
       text_ += piece;
@@ -382,7 +401,8 @@ class session : public std::enable_shared_from_this<session> {
       pending_ += fmt::format("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
                               "Transfer-Encoding: chunked\r\nConnection: {}\r\n\r\n",
                               keep_alive_ ? "keep-alive" : "close");
-    pending_ += chunk(stream_chunk(request_, id_, piece, first, out.finished));
+    pending_ += chunk(stream_chunk(request_, id_, piece, ids, first, out.finished));
+    if (!out.finished && stream_fault_due()) return;
     if (out.finished) {
       done_ = true;
       if (request_.include_usage) pending_ += chunk(usage_chunk(request_, id_, generated_));
@@ -400,6 +420,27 @@ class session : public std::enable_shared_from_this<session> {
     flush();
   }
 
+  /// `/mocker/faults`' stream faults, once the answer has this many tokens: the connection is
+  /// cut (as an engine that dies), or an error event ends the stream (as an engine that fails).
+  bool stream_fault_due() {
+    const std::uint32_t cut = server_.break_streams_after_tokens.load(std::memory_order_relaxed);
+    const std::uint32_t fail = server_.error_event_after_tokens.load(std::memory_order_relaxed);
+    if (cut > 0 && generated_ >= cut) {
+      ++server_.streams_broken;
+      break_after_flush_ = true;
+    } else if (fail > 0 && generated_ >= fail) {
+      ++server_.streams_broken;
+      done_ = true;
+      if (rank_ != nullptr) rank_->abort(id_);
+      pending_ += chunk("data: " + error_json("the engine failed (fault injection)", "InternalServerError", 500) + "\n\n") +
+                  chunk("data: [DONE]\n\n") + "0\r\n\r\n";
+    } else {
+      return false;
+    }
+    flush();
+    return true;
+  }
+
   /// Writes what is pending; one write at a time, so chunks keep their order.
   void flush() {
     if (writing_ || pending_.empty()) return;
@@ -409,8 +450,8 @@ class session : public std::enable_shared_from_this<session> {
     asio::async_write(stream_.socket(), asio::buffer(in_flight_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
       self->writing_ = false;
       self->in_flight_.clear();
-      if (ec) {
-        if (!self->done_ && self->rank_ != nullptr) self->rank_->abort(self->id_);  // the client went away
+      if (ec || self->break_after_flush_) {
+        if (!self->done_ && self->rank_ != nullptr) self->rank_->abort(self->id_);  // the client went away, or a fault
         return self->close();
       }
       if (!self->pending_.empty()) return self->flush();
@@ -435,7 +476,8 @@ class session : public std::enable_shared_from_this<session> {
   bool keep_alive_ = true;
   mock_request request_;
   std::uint64_t id_ = 0;
-  std::uint64_t text_seed_ = 0;
+  std::optional<greedy_answer> answer_;
+  bool break_after_flush_ = false;  ///< a stream fault: the connection is cut once the pending bytes are out
   engine_loop* rank_ = nullptr;
   std::size_t rank_index_ = 0;
   std::uint32_t generated_ = 0;
@@ -492,6 +534,9 @@ std::string http_server::impl::metrics() const {
                      "# HELP kvrouter_mocker_pd_transfer_failures_total Pulls that failed or did not match (recomputed).\n"
                      "# TYPE kvrouter_mocker_pd_transfer_failures_total counter\nkvrouter_mocker_pd_transfer_failures_total {}\n",
                      prefill_legs.load(), remote_prefills.load(), transfer_failures.load());
+  out += fmt::format("# HELP kvrouter_mocker_streams_broken_total Streams a fault cut or ended with an error event.\n"
+                     "# TYPE kvrouter_mocker_streams_broken_total counter\nkvrouter_mocker_streams_broken_total {}\n",
+                     streams_broken.load());
   family("kvrouter_mocker_pulled_blocks_total", "KV blocks pulled from prefill workers.", "counter",
          [](const rank_snapshot& s) { return s.counters.pulled_blocks; });
   family("kvrouter_mocker_cached_blocks", "Blocks in the prefix cache (referenced or not).", "gauge",

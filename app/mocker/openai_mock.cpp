@@ -14,9 +14,9 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::array<std::string_view, 16> words = {"the", "cache", "holds", "every", "block", "that",
-                                                     "a", "prompt", "shares", "with", "its", "past",
-                                                     "so", "routing", "saves", "time"};
+constexpr std::array<std::string_view, 16> spaced_words = {" the", " cache", " holds", " every", " block", " that",
+                                                           " a", " prompt", " shares", " with", " its", " past",
+                                                           " so", " routing", " saves", " time"};
 
 std::int64_t created() { return 1767225600; }  // fixed: answers are reproducible byte for byte
 
@@ -70,6 +70,7 @@ std::expected<mock_request, std::string> prompt_tokenizer::parse(std::string_vie
   out.chat = chat;
   out.model = request.value("model", std::string("mock-model"));
   if (auto stream = request.find("stream"); stream != request.end() && stream->is_boolean()) out.stream = stream->get<bool>();
+  if (auto ids = request.find("return_token_ids"); ids != request.end() && ids->is_boolean()) out.return_token_ids = ids->get<bool>();
   if (auto options = request.find("stream_options"); options != request.end() && options->is_object())
     out.include_usage = options->value("include_usage", false);
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
@@ -137,28 +138,48 @@ std::expected<mock_request, std::string> prompt_tokenizer::parse(std::string_vie
   return out;
 }
 
-std::string token_text(std::uint64_t id, std::uint32_t index) {
-  return " " + std::string(words[(id + index) % words.size()]);
+constexpr std::uint64_t fnv_offset = 1469598103934665603ull;
+constexpr std::uint64_t fnv_prime = 1099511628211ull;
+/// Generated tokens' ids: one per word, from here up.
+constexpr std::uint32_t first_word_id = 1000;
+
+greedy_answer::greedy_answer(const std::vector<std::uint32_t>& prompt) : context_(fnv_offset) {
+  for (const std::uint32_t id : prompt) context_ = (context_ ^ id) * fnv_prime;
 }
 
-std::string stream_chunk(const mock_request& request, std::uint64_t id, std::string_view text, bool first, bool last) {
+greedy_answer::token greedy_answer::next() {
+  const std::size_t word = (context_ >> 33) % spaced_words.size();
+  const auto id = static_cast<std::uint32_t>(first_word_id + word);
+  context_ = (context_ ^ id) * fnv_prime;
+  return {id, spaced_words[word]};
+}
+
+std::string stream_chunk(const mock_request& request, std::uint64_t id, std::string_view text,
+                         const std::vector<std::uint32_t>& token_ids, bool first, bool last) {
   json chunk;
   const json finish = last ? json("length") : json(nullptr);
   if (request.chat) {
     json delta = {{"content", text}};
     if (first) delta = {{"role", "assistant"}, {"content", text}};
+    json choice = {{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}};
+    if (request.return_token_ids) choice["token_ids"] = token_ids;
     chunk = {{"id", "chatcmpl-" + std::to_string(id)},
              {"object", "chat.completion.chunk"},
              {"created", created()},
              {"model", request.model},
-             {"choices", json::array({{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish}}})}};
+             {"choices", json::array({std::move(choice)})}};
+    if (request.return_token_ids && first) chunk["prompt_token_ids"] = request.prompt;  // vLLM: on the first chunk
   } else {
+    json choice = {{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish}, {"stop_reason", nullptr}};
+    if (request.return_token_ids) {
+      choice["token_ids"] = token_ids;
+      if (first) choice["prompt_token_ids"] = request.prompt;  // vLLM: on the choice of the first chunk
+    }
     chunk = {{"id", "cmpl-" + std::to_string(id)},
              {"object", "text_completion"},
              {"created", created()},
              {"model", request.model},
-             {"choices", json::array({{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish},
-                                       {"stop_reason", nullptr}}})}};
+             {"choices", json::array({std::move(choice)})}};
   }
   return "data: " + chunk.dump() + "\n\n";
 }

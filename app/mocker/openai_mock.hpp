@@ -29,6 +29,7 @@ struct mock_request {
   std::vector<std::uint32_t> prompt;
   std::vector<image_span> images;  ///< expanded image runs in `prompt` (multimodal, data URIs)
   std::uint32_t max_tokens = 16;
+  bool return_token_ids = false;  ///< vLLM's `return_token_ids`: the ids go with the text
   /// vLLM's NIXL connector fields (`kv_transfer_params`): a prefill leg asks for a remote
   /// decode; a decode leg names the prefill worker to pull the prompt's KV from.
   struct transfer {
@@ -70,13 +71,27 @@ class prompt_tokenizer {
   std::optional<multimodal_card> multimodal_;
 };
 
-/// Deterministic output text: token `index` of an answer seeded by `id` (the mocker seeds it
-/// with its prompt, so the same prompt gets the same answer on any worker).
-[[nodiscard]] std::string token_text(std::uint64_t id, std::uint32_t index);
+/// The mocker's model: greedy, each generated token a function of every token before it (the
+/// prompt's and those generated so far). The same prompt reads the same on any worker, and an
+/// answer continued elsewhere from its prompt and its first tokens (a migration's token-id
+/// prompt) goes on exactly as it would have.
+class greedy_answer {
+ public:
+  explicit greedy_answer(const std::vector<std::uint32_t>& prompt);
+  struct token {
+    std::uint32_t id = 0;
+    std::string_view text;  ///< " word"
+  };
+  [[nodiscard]] token next();
 
-/// One SSE `data:` line for `text` (vLLM's chunk shape), with the finish reason on the last.
+ private:
+  std::uint64_t context_;  ///< FNV-1a over the tokens so far
+};
+
+/// One SSE `data:` line for `text` (vLLM's chunk shape), with the finish reason on the last;
+/// with `return_token_ids`, the chunk's `token_ids` (and on the first, the prompt's).
 [[nodiscard]] std::string stream_chunk(const mock_request& request, std::uint64_t id, std::string_view text,
-                                       bool first, bool last);
+                                       const std::vector<std::uint32_t>& token_ids, bool first, bool last);
 /// The usage chunk sent before `[DONE]` when include_usage is set.
 [[nodiscard]] std::string usage_chunk(const mock_request& request, std::uint64_t id, std::uint32_t completion_tokens);
 /// The whole answer of a non-streaming request.

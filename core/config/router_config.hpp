@@ -70,6 +70,14 @@ struct router_config {
   /// blocks (kv and load-only modes; round-robin and random keep it while it is routable).
   double session_affinity_slack = 16.0;
 
+  // Migration (docs/migration.md): a streamed answer whose worker fails after the client got
+  // some of it is continued on another worker from the tokens generated so far.
+  /// Continuations per request; 0 = a failure mid-stream ends the stream with an error event.
+  std::uint32_t migration_limit = 3;
+  /// The longest continuation prompt (the prompt's tokens plus those generated); 0 = no bound
+  /// but the engine's own.
+  std::uint32_t migration_max_seq_len = 0;
+
   friend bool operator==(const router_config&, const router_config&) = default;
 };
 
@@ -82,7 +90,7 @@ struct router_config {
 [[nodiscard]] bool uses_prefix_overlap(const router_config& config);
 /// Whether a running set can take `next` in place of `running` without being rebuilt: they differ
 /// only in the cost function's weights (`router_temperature`, `prefill_load_scale`,
-/// `overlap_score_credit`) and the admission knobs, and agree on whether prefix overlap is
+/// `overlap_score_credit`), the admission, session and migration knobs, and agree on whether prefix overlap is
 /// scored, so the pipeline, the prefix index, the bookings and the queue all stay as they are.
 [[nodiscard]] bool retunable_in_place(const router_config& running, const router_config& next);
 /// Prefix overlap scored from the workers' own KV events (as opposed to approximate mode).

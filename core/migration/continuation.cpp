@@ -42,6 +42,8 @@ std::string_view to_string(migration_refusal why) {
     case migration_refusal::unreadable_stream: return "unreadable_stream";
     case migration_refusal::no_token_ids: return "no_token_ids";
     case migration_refusal::too_long: return "too_long";
+    case migration_refusal::limit_reached: return "limit_reached";
+    case migration_refusal::no_worker: return "no_worker";
     case migration_refusal::count: break;
   }
   return "unknown";
@@ -75,7 +77,7 @@ std::optional<std::int64_t> tokens_left(const json& body, bool chat, std::uint32
 std::expected<continuation, migration_refusal> continue_answer(const json& body, const answer_ledger& ledger,
                                                                std::uint32_t max_seq_len) {
   if (auto refused = refuses_migration(body)) return std::unexpected(*refused);
-  if (ledger.unreadable() || ledger.engine_error()) return std::unexpected(migration_refusal::unreadable_stream);
+  if (ledger.unreadable()) return std::unexpected(migration_refusal::unreadable_stream);  // an error event is the worker's failure, not the answer's
   if (ledger.tool_call_started()) return std::unexpected(migration_refusal::tool_call);
   if (ledger.prompt_ids().empty() || !ledger.ids_complete()) return std::unexpected(migration_refusal::no_token_ids);
   const auto generated = static_cast<std::uint32_t>(ledger.generated_ids().size());

@@ -32,6 +32,8 @@ enum class migration_refusal : std::uint8_t {
   unreadable_stream,  ///< the answer's events could not be followed
   no_token_ids,       ///< the engine did not report the prompt's or the answer's token ids
   too_long,           ///< the continuation's prompt would pass --migration-max-seq-len
+  limit_reached,      ///< continued --migration-limit times already
+  no_worker,          ///< no other worker could take the continuation
   count,
 };
 

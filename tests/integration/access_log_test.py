@@ -62,7 +62,7 @@ try:
     for line in logged:
         by_outcome.setdefault(line["outcome"], []).append(line)
     fields = {"time", "request_id", "model", "set", "worker", "status", "outcome", "prompt_tokens", "overlap_blocks",
-              "attempts", "queue_wait_ms", "ttft_ms", "duration_ms", "bytes"}
+              "attempts", "migrations", "queue_wait_ms", "ttft_ms", "duration_ms", "bytes"}
     f.check(all(set(line) == fields for line in logged), f"every line has every field ({logged[:1]})")
     f.check(all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", line["time"]) for line in logged),
             "times are UTC ISO 8601 with milliseconds")
