@@ -14,7 +14,9 @@
 #   peers:   scripts of replica-sync messages through the peer-wire decoder and the merge of
 #            remote bookings, seeded with every message shape;
 #   pd:      bodies through the disaggregated legs' rewrites and prefill answers through the
-#            transfer-params reader, seeded with chat, completion and /generate bodies.
+#            transfer-params reader, seeded with chat, completion and /generate bodies;
+#   stream:  a worker's streamed answer as migration follows it (SSE reader, answer ledger,
+#            token-id stripping, continuation request and rewriting), seeded with vLLM streams.
 #
 # Sources compile two at a time, then link (the request target alone took 2.5 min serially).
 # Objects live in WORK_DIR/objects, shared by every target: a source several targets use (the
@@ -24,12 +26,12 @@
 # clang-16: libstdc++ 12 gates <expected> on __cpp_concepts >= 202002L; clang 16 implements
 # what that needs (P0848) but still advertises 201907L, so the macro is raised for this build.
 #
-#   tests/fuzz/run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers|pd WORK_DIR [extra libFuzzer flags]
+#   tests/fuzz/run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers|pd|stream WORK_DIR [extra libFuzzer flags]
 #   (longer runs: add -max_total_time=3600 -runs=-1; a crash leaves its input in WORK_DIR)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-target=${1:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers|pd WORK_DIR}
-work=${2:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers|pd WORK_DIR}
+target=${1:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers|pd|stream WORK_DIR}
+work=${2:?usage: run_fuzz.sh kv_wire|kv_stream|media|request|config|metrics|peers|pd|stream WORK_DIR}
 shift 2
 mkdir -p "$work/corpus-$target"
 binary="$work/${target}_fuzz"
@@ -70,6 +72,10 @@ case "$target" in
   pd)
     sources=(tests/fuzz/pd_fuzz.cpp core/disagg/json_members.cpp core/disagg/pd_requests.cpp core/common/json_shape.cpp core/common/json_top_level.cpp
              core/common/json_parse.cpp)
+    libs=(-lfmt -lsimdjson) ;;
+  stream)
+    sources=(tests/fuzz/stream_fuzz.cpp core/migration/sse_events.cpp core/migration/answer_ledger.cpp core/migration/continuation.cpp
+             core/common/json_shape.cpp core/common/json_parse.cpp)
     libs=(-lfmt -lsimdjson) ;;
   *) echo "unknown fuzz target $target" >&2; exit 2 ;;
 esac
@@ -146,6 +152,16 @@ elif target == "pd":
     (dst / "seed-completion").write_text('{"model":"m","prompt":[1,2,3],"max_completion_tokens":7,"stream":false}')
     (dst / "seed-generate").write_text('{"text":["a","b"],"sampling_params":{"max_new_tokens":4}}')
     (dst / "seed-answer").write_text('{"id":"x","choices":[{"text":"a"}],"kv_transfer_params":{"remote_host":"h","remote_block_ids":[1,2]}}')
+elif target == "stream":
+    chat = ('data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","prompt_token_ids":[1,2],'
+            '"choices":[{"index":0,"delta":{"role":"assistant","content":""},"token_ids":[]}]}\n\n'
+            'data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" a"},"token_ids":[7]}]}\r\n\r\n'
+            'data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"length","token_ids":[]}]}\n\n'
+            'data: {"id":"c","choices":[],"usage":{"prompt_tokens":2,"completion_tokens":1}}\n\ndata: [DONE]\n\n')
+    completion = ('data: {"id":"x","object":"text_completion","choices":[{"index":0,"text":" b","prompt_token_ids":[3],"token_ids":[8,9]}]}\n\n'
+                  ': comment\n\ndata: {"error":{"message":"boom"}}\n\n')
+    (dst / "seed-chat").write_bytes(bytes([5]) + chat.encode())
+    (dst / "seed-completion").write_bytes(bytes([0xC1]) + completion.encode())
 elif target == "peers":
     import msgpack
     def framed(payload, step=5): return struct.pack(">H", len(payload)) + payload + bytes([step])
