@@ -39,6 +39,9 @@ class ingress_probe {
     bump(proxied_);
     bump(proxied_in_flight_);
   }
+  /// A migrated answer goes on from another worker: streaming again, not a new answer.
+  void continuation_started() { proxied_in_flight_.fetch_add(1, std::memory_order_relaxed); }
+  /// Once per answer_started() and per continuation_started().
   void answer_ended() { proxied_in_flight_.fetch_sub(1, std::memory_order_relaxed); }
   void retried() { bump(retries_); }
   void stale_connection_retried() { bump(stale_connection_retries_); }

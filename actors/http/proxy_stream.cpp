@@ -193,6 +193,7 @@ void proxy_stream::forward_head() {
   if (continuing_) {  // the client has its head: this worker only goes on with the body
     if (status_ != 200) return end_early(early_end::worker_failed, fmt::format("answered the continuation with status {}", status_));
     if (filter_ != nullptr) filter_->on_head(status_, true);
+    server_.probe.continuation_started();  // this leg streams now; end_late counts it out
     phase_ = phase::relaying;
     return relay();
   }

@@ -162,8 +162,9 @@ void request_exchange::start_answering_leg(const std::string* body) {
   decode_first_bytes_seen_ = false;
   if (decode_leg_) decode_started_ = clock_type::now();
   proxy_leg leg{.body = body};
-  // A request run whole on one worker may be continued on another should its stream break.
-  if (shape_ == &aggregated_ && !router_.pinned()) {
+  // A request run whole on one worker of an aggregated set may be continued on another should
+  // its stream break (docs/disaggregation.md says why not yet a disaggregated set's).
+  if (shape_ == &aggregated_ && !router_.pinned() && !router_.set().disaggregation) {
     migration_.arm(http_request_->body(), router_.request(), router_.set().config);
     if (migration_.armed()) leg = {.body = migration_.sent_body(), .filter = &migration_};
   } else {

@@ -61,6 +61,8 @@ std::expected<Json, json_parse_error> parse_json(std::string_view text, std::siz
     return out;
   }
   if (text.size() > kept_parser_capacity) parser = simdjson::dom::parser{};
+  // nlohmann stops at a NUL byte as at the end of its input; JSON text never holds one raw.
+  if (text.find('\0') != std::string_view::npos) return std::unexpected(json_parse_error::not_json);
   Json out = Json::parse(text, nullptr, false);
   if (out.is_discarded()) return std::unexpected(json_parse_error::not_json);
   return out;

@@ -196,7 +196,83 @@ std::string continuation_relay::finish(std::string_view reason) {
   return out + "data: [DONE]\n\n";
 }
 
+namespace {
+
+[[nodiscard]] std::size_t skip_space(std::string_view text, std::size_t at) {
+  while (at < text.size() && (text[at] == ' ' || text[at] == '\t' || text[at] == '\n' || text[at] == '\r')) ++at;
+  return at;
+}
+
+/// The end of a token-id list's value starting at `at` (`[1, 2]` or `null`); none for any other value.
+[[nodiscard]] std::optional<std::size_t> id_list_end(std::string_view text, std::size_t at) {
+  if (text.substr(at, 4) == "null") return at + 4;
+  if (at >= text.size() || text[at] != '[') return std::nullopt;
+  for (std::size_t i = at + 1; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == ']') return i + 1;
+    const bool number_or_space = (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' ||
+                                 c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r';
+    if (!number_or_space) return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+/// `without_token_ids` over the bytes, for the engines' shape: the members are cut out where
+/// they are (the top level's `prompt_token_ids`, and `token_ids` / `prompt_token_ids` one
+/// array and one object below it, where the choices are) and every other byte is kept. None
+/// when the text strays from that shape (an escaped key, an id list that is not numbers):
+/// then the tree decides.
+[[nodiscard]] std::optional<std::string> cut_token_id_members(std::string_view data) {
+  std::string out;
+  out.reserve(data.size());
+  std::size_t copied = 0;
+  int depth = 0;
+  for (std::size_t i = 0; i < data.size();) {
+    const char c = data[i];
+    if (c != '"') {
+      if (c == '{' || c == '[') ++depth;
+      else if (c == '}' || c == ']') --depth;
+      ++i;
+      continue;
+    }
+    const std::size_t start = i;
+    bool escaped = false;
+    for (++i; i < data.size() && data[i] != '"'; ++i)
+      if (data[i] == '\\') {
+        escaped = true;
+        ++i;
+      }
+    if (i >= data.size()) return std::nullopt;
+    const std::string_view name = data.substr(start + 1, i - start - 1);
+    ++i;  // past the closing quote
+    const std::size_t colon = skip_space(data, i);
+    if (colon >= data.size() || data[colon] != ':') continue;  // a value, not a key
+    const bool ids = (depth == 1 && name == "prompt_token_ids") || (depth == 3 && (name == "token_ids" || name == "prompt_token_ids"));
+    if (escaped && (depth == 1 || depth == 3)) return std::nullopt;  // a key the bytes cannot be sure of
+    if (!ids) continue;
+    const auto end = id_list_end(data, skip_space(data, colon + 1));
+    if (!end) return std::nullopt;
+    out.append(data.substr(copied, start - copied));
+    // One comma goes with the member: the one before it, or, for a first member, the one after.
+    std::size_t kept = out.size();
+    while (kept > 0 && (out[kept - 1] == ' ' || out[kept - 1] == '\t' || out[kept - 1] == '\n' || out[kept - 1] == '\r')) --kept;
+    i = *end;
+    if (kept > 0 && out[kept - 1] == ',') {
+      out.resize(kept - 1);
+    } else {
+      const std::size_t next = skip_space(data, i);
+      if (next < data.size() && data[next] == ',') i = next + 1;
+    }
+    copied = i;
+  }
+  out.append(data.substr(copied));
+  return out;
+}
+
+}  // namespace
+
 std::string without_token_ids(std::string_view data) {
+  if (auto cut = cut_token_id_members(data)) return std::move(*cut);
   ojson event = parse_ordered_json(data);
   if (!event.is_object()) return std::string(data);
   event.erase("prompt_token_ids");

@@ -227,6 +227,9 @@ try:
         m = router.metrics()
         return sum(v for k, v in m.items() if k.startswith("kvrouter_worker_active_requests{"))
     f.check(wait_for(lambda: bookings() == 0, 5), f"every booking is released ({bookings()})")
+    # Each leg of a migrated answer counts itself in while it streams and out when it ends.
+    in_flight = lambda: router.metrics().get("kvrouter_proxied_requests_in_flight")
+    f.check(wait_for(lambda: in_flight() == 0, 5), f"no answer is left streaming ({in_flight()})")
 finally:
     router.stop()
     for m in mockers + [reference]:

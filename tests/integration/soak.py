@@ -245,7 +245,7 @@ else:
         time.sleep(0.5)
     if not loads_zero():
         m = router.metrics()
-        problems.append("booked loads not back to 0: " + str({k: v for k, v in m.items() if "active" in k and v}))
+        problems.append("booked loads not back to 0: " + str({k: v for k, v in m.items() if ("active" in k or "in_flight" in k) and v}))
     index = index_blocks()
     if index > MAX_INDEX_BLOCKS:
         problems.append(f"the index holds {index} blocks, over its bound of {MAX_INDEX_BLOCKS}")

@@ -40,5 +40,14 @@ TEST(json_parse, what_is_not_json_is_discarded_and_an_integer_past_64_bits_is_nl
   expect_as_nlohmann("-123456789012345678901234567890");
 }
 
+/// nlohmann's parser takes a NUL byte for the end of its input; no JSON text holds one (RFC
+/// 8259 escapes every control character), so what follows it never goes unread.
+TEST(json_parse, a_nul_byte_ends_nothing_text_that_holds_one_is_not_json) {
+  using namespace std::string_view_literals;
+  for (const std::string_view text : {"{\"a\": 1}\0garbage"sv, "[1]\0"sv, "[123456789012345678901234567890]\0]"sv,
+                                      "{\"a\": \"x\0y\"}"sv})
+    EXPECT_TRUE(parse_ordered_json(text).is_discarded()) << text.size();
+}
+
 }  // namespace
 }  // namespace kvr

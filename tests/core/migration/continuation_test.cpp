@@ -228,3 +228,28 @@ TEST(continuation, token_ids_kvrouter_asked_for_are_stripped_and_the_rest_keeps_
 
 }  // namespace
 }  // namespace kvr
+
+namespace kvr {
+namespace {
+
+TEST(continuation, token_ids_are_cut_from_the_bytes_as_the_tree_would_remove_them) {
+  for (const std::string_view event :
+       {R"({"id":"a","prompt_token_ids":[1, 2],"choices":[{"index":0,"token_ids":[2],"delta":{"content":"x, \"token_ids\": [9]"}}]})",
+        R"({"prompt_token_ids":null , "id":"a","choices":[{"token_ids":[],"index":0},{"index":1,"prompt_token_ids":[5],"token_ids":[6,7]}]})",
+        R"({"choices":[{"delta":{"token_ids":[1]},"index":0}],"usage":{"prompt_token_ids":[3]}})",
+        R"({"id":"\"","choices":[{"token\u005fids":[1]}]})",
+        R"({"choices":[{"token_ids":{"not":"ids"}}]})"}) {
+    SCOPED_TRACE(event);
+    nlohmann::ordered_json tree = nlohmann::ordered_json::parse(event);
+    tree.erase("prompt_token_ids");
+    for (auto& choice : tree["choices"]) {
+      choice.erase("token_ids");
+      choice.erase("prompt_token_ids");
+    }
+    EXPECT_EQ(nlohmann::ordered_json::parse(without_token_ids(event)), tree);
+  }
+  EXPECT_EQ(without_token_ids(R"({"a":1, "prompt_token_ids":[1,2], "b":2})"), R"({"a":1, "b":2})") << "other bytes as they were";
+}
+
+}  // namespace
+}  // namespace kvr
