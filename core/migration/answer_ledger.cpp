@@ -1,27 +1,49 @@
 #include "core/migration/answer_ledger.hpp"
 
-#include <nlohmann/json.hpp>
-
-#include "core/common/json_parse.hpp"
+#include <simdjson.h>
 
 namespace kvr {
 namespace {
 
-using json = nlohmann::json;
+using simdjson::dom::element;
+using simdjson::dom::element_type;
 
-/// Appends `ids` (a JSON array of token ids) to `out`; false if it is not one.
-bool append_ids(const json& ids, std::vector<std::uint32_t>& out) {
-  if (!ids.is_array()) return false;
-  for (const json& id : ids) {
-    if (!id.is_number_unsigned() || id.get<std::uint64_t>() > UINT32_MAX) return false;
-    out.push_back(id.get<std::uint32_t>());
-  }
-  return true;
+/// `object`'s member `key` as nlohmann would read it (a repeated key: its last value); none
+/// when it is missing or null.
+[[nodiscard]] std::optional<element> member(element object, std::string_view key) {
+  std::optional<element> found;
+  for (const simdjson::dom::key_value_pair field : simdjson::dom::object(object))
+    if (field.key == key) found = field.value;
+  if (found && found->is_null()) return std::nullopt;
+  return found;
 }
 
-[[nodiscard]] const json* member(const json& object, const char* key) {
-  const auto it = object.find(key);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
+[[nodiscard]] bool is_object(const std::optional<element>& value) { return value && value->type() == element_type::OBJECT; }
+
+[[nodiscard]] std::string_view string_or_empty(const std::optional<element>& value) {
+  return value && value->type() == element_type::STRING ? std::string_view(*value) : std::string_view();
+}
+
+/// A token id: an integer in [0, 2^32).
+[[nodiscard]] std::optional<std::uint32_t> token_id(element value) {
+  if (value.type() == element_type::INT64) {
+    const auto id = std::int64_t(value);
+    if (id >= 0 && id <= INT64_C(0xffffffff)) return static_cast<std::uint32_t>(id);
+  } else if (value.type() == element_type::UINT64 && std::uint64_t(value) <= UINT32_MAX) {
+    return static_cast<std::uint32_t>(std::uint64_t(value));
+  }
+  return std::nullopt;
+}
+
+/// Appends `ids` (a JSON array of token ids) to `out`; false if it is not one.
+bool append_ids(element ids, std::vector<std::uint32_t>& out) {
+  if (ids.type() != element_type::ARRAY) return false;
+  for (const element id : simdjson::dom::array(ids)) {
+    const auto value = token_id(id);
+    if (!value) return false;
+    out.push_back(*value);
+  }
+  return true;
 }
 
 }  // namespace
@@ -31,58 +53,61 @@ void answer_ledger::observe(std::string_view data) {
     done_ = true;
     return;
   }
-  const json chunk = parse_plain_json(data);
-  if (!chunk.is_object()) {
+  // Every event of every followed stream passes here: its fields are read off simdjson's
+  // document, no tree is built (docs/benchmarks.md). simdjson bounds the nesting itself
+  // (1024 levels, iteratively); text it refuses (an integer past 64 bits, say) is unreadable.
+  thread_local simdjson::dom::parser parser;
+  element chunk;
+  if (parser.parse(data.data(), data.size(), true).get(chunk) != simdjson::SUCCESS || chunk.type() != element_type::OBJECT) {
     unreadable_ = true;
     return;
   }
-  if (member(chunk, "error") != nullptr) {
+  if (member(chunk, "error")) {
     engine_error_ = true;
     return;
   }
   if (!started_) {
     started_ = true;
-    if (const json* id = member(chunk, "id"); id && id->is_string()) id_ = id->get<std::string>();
-    if (const json* created = member(chunk, "created"); created && created->is_number_integer()) created_ = created->get<std::int64_t>();
-    if (const json* model = member(chunk, "model"); model && model->is_string()) model_ = model->get<std::string>();
-    if (const json* object = member(chunk, "object"); object && object->is_string())
-      chat_ = object->get<std::string>() == "chat.completion.chunk";
+    if (const auto id = member(chunk, "id"); id && id->is_string()) id_ = std::string_view(*id);
+    if (const auto created = member(chunk, "created"); created && created->type() == element_type::INT64) created_ = std::int64_t(*created);
+    if (const auto model = member(chunk, "model"); model && model->is_string()) model_ = std::string_view(*model);
+    if (const auto object = member(chunk, "object"); object && object->is_string())
+      chat_ = std::string_view(*object) == "chat.completion.chunk";
   }
-  if (const json* ids = member(chunk, "prompt_token_ids"); ids && prompt_ids_.empty() && !append_ids(*ids, prompt_ids_))
+  if (const auto ids = member(chunk, "prompt_token_ids"); ids && prompt_ids_.empty() && !append_ids(*ids, prompt_ids_))
     prompt_ids_.clear();
-  if (member(chunk, "usage") != nullptr) usage_seen_ = true;
-  const json* choices = member(chunk, "choices");
-  if (choices == nullptr || !choices->is_array()) return;
-  for (const json& choice : *choices) {
-    if (!choice.is_object()) continue;
-    const json* index = member(choice, "index");
-    if (index != nullptr && !(index->is_number_unsigned() && index->get<std::uint64_t>() == 0)) continue;
-    if (const json* ids = member(choice, "prompt_token_ids"); ids && prompt_ids_.empty() && !append_ids(*ids, prompt_ids_))
+  if (member(chunk, "usage")) usage_seen_ = true;
+  const auto choices = member(chunk, "choices");
+  if (!choices || choices->type() != element_type::ARRAY) return;
+  for (const element choice : simdjson::dom::array(*choices)) {
+    if (choice.type() != element_type::OBJECT) continue;
+    const auto index = member(choice, "index");
+    if (index && token_id(*index) != 0u) continue;
+    if (const auto ids = member(choice, "prompt_token_ids"); ids && prompt_ids_.empty() && !append_ids(*ids, prompt_ids_))
       prompt_ids_.clear();
-    if (member(choice, "logprobs") != nullptr) logprobs_seen_ = true;
+    if (member(choice, "logprobs")) logprobs_seen_ = true;
     std::string_view piece;
-    if (const json* delta = member(choice, "delta"); delta && delta->is_object()) {
-      if (member(*delta, "role") != nullptr) role_sent_ = true;
-      if (member(*delta, "tool_calls") != nullptr) tool_call_started_ = true;
-      if (const json* content = member(*delta, "content"); content && content->is_string())
-        piece = content->get_ref<const std::string&>();
+    if (const auto delta = member(choice, "delta"); is_object(delta)) {
+      if (member(*delta, "role")) role_sent_ = true;
+      if (member(*delta, "tool_calls")) tool_call_started_ = true;
+      piece = string_or_empty(member(*delta, "content"));
       // Reasoning text is generated too: only its token ids can carry it into a continuation.
       for (const char* reasoning : {"reasoning_content", "reasoning"})
-        if (const json* r = member(*delta, reasoning); r && r->is_string() && !r->get_ref<const std::string&>().empty())
-          ids_complete_ = ids_complete_ && member(choice, "token_ids") != nullptr;
-    } else if (const json* text = member(choice, "text"); text && text->is_string()) {
-      piece = text->get_ref<const std::string&>();
+        if (!string_or_empty(member(*delta, reasoning)).empty())
+          ids_complete_ = ids_complete_ && member(choice, "token_ids").has_value();
+    } else {
+      piece = string_or_empty(member(choice, "text"));
     }
     text_.append(piece);
-    const json* ids = member(choice, "token_ids");
+    const auto ids = member(choice, "token_ids");
     const std::size_t before = generated_ids_.size();
-    if (ids != nullptr) {
+    if (ids) {
       if (!append_ids(*ids, generated_ids_)) ids_complete_ = false;
     } else if (!piece.empty()) {
       ids_complete_ = false;
     }
     if (!piece.empty() || generated_ids_.size() > before) ++token_chunks_;
-    if (const json* finish = member(choice, "finish_reason"); finish && finish->is_string()) finish_reason_ = finish->get<std::string>();
+    if (const auto finish = member(choice, "finish_reason"); finish && finish->is_string()) finish_reason_ = std::string_view(*finish);
   }
 }
 

@@ -66,5 +66,22 @@ TEST(answer_ledger, text_without_its_ids_tool_calls_and_errors_are_noticed) {
   EXPECT_TRUE(other_choice.text().empty()) << "only choice 0 is followed";
 }
 
+/// The ledger reads events without building a tree; it must read them as the tree would.
+TEST(answer_ledger, a_repeated_member_counts_by_its_last_value_and_ids_out_of_range_are_not_ids) {
+  answer_ledger ledger;
+  ledger.observe(R"({"id":"a","id":"b","object":"text_completion","choices":[{"index":1,"index":0,"text":"x","token_ids":[7]}]})");
+  EXPECT_EQ(ledger.id(), "b");
+  EXPECT_EQ(ledger.text(), "x");
+  EXPECT_EQ(ledger.generated_ids(), (std::vector<std::uint32_t>{7}));
+  ledger.observe(R"({"choices":[{"index":0,"text":"y","token_ids":[4294967296]}]})");
+  EXPECT_FALSE(ledger.ids_complete());
+  answer_ledger negative;
+  negative.observe(R"({"choices":[{"index":0,"text":"y","token_ids":[-1]}]})");
+  EXPECT_FALSE(negative.ids_complete());
+  answer_ledger huge;
+  huge.observe(R"({"choices":[{"index":0,"text":"y","token_ids":[123456789012345678901234567890]}]})");
+  EXPECT_TRUE(huge.unreadable()) << "past 64 bits: not followed";
+}
+
 }  // namespace
 }  // namespace kvr
