@@ -105,7 +105,9 @@ void exercise(std::string_view bytes_in) {
   check_pieces(bytes_in);
   std::string body(bytes_in);
   body.reserve(size + kvr::request_parser::padding);
-  const bool valid_json = nlohmann::json::accept(std::string_view(body.data(), size));
+  // nlohmann reads a NUL byte as the end of its input; JSON text never holds one raw.
+  const bool valid_json = bytes_in.find('\0') == std::string_view::npos &&
+                          nlohmann::json::accept(std::string_view(body.data(), size));
   for (auto endpoint : {kvr::api_endpoint::chat_completions, kvr::api_endpoint::completions, kvr::api_endpoint::generate,
                         kvr::api_endpoint::other}) {
     // The envelope's fields, copied out: the full parse below reuses the parser's buffers.
@@ -159,12 +161,13 @@ void exercise(std::string_view bytes_in) {
   }
   // As JSON for the chat template: simdjson's reading into nlohmann's tree is nlohmann's own,
   // for one value within the depth bound. Text the shape scan refuses (too deep, or trailing
-  // bytes, which nlohmann takes after a NUL) the bounded parser refuses unread.
+  // bytes) the bounded parser refuses unread, and text holding a raw NUL byte, which nlohmann
+  // reads as the end of its input and so accepts with anything after it, is not JSON either.
   {
     const auto ours = kvr::parse_ordered_json(bytes);
-    if (!kvr::scan_json_shape(bytes)) {
+    if (!kvr::scan_json_shape(bytes) || bytes.find('\0') != std::string_view::npos) {
       if (!ours.is_discarded()) {
-        std::fprintf(stderr, "parse_ordered_json read what the shape scan refused\n");
+        std::fprintf(stderr, "parse_ordered_json read what is not JSON text\n");
         std::abort();
       }
     } else {
