@@ -106,8 +106,8 @@ void exercise(std::string_view bytes_in) {
   std::string body(bytes_in);
   body.reserve(size + kvr::request_parser::padding);
   // nlohmann reads a NUL byte as the end of its input; JSON text never holds one raw.
-  const bool valid_json = bytes_in.find('\0') == std::string_view::npos &&
-                          nlohmann::json::accept(std::string_view(body.data(), size));
+  const bool holds_nul = bytes_in.find('\0') != std::string_view::npos;
+  const bool valid_json = !holds_nul && nlohmann::json::accept(std::string_view(body.data(), size));
   for (auto endpoint : {kvr::api_endpoint::chat_completions, kvr::api_endpoint::completions, kvr::api_endpoint::generate,
                         kvr::api_endpoint::other}) {
     // The envelope's fields, copied out: the full parse below reuses the parser's buffers.
@@ -165,7 +165,7 @@ void exercise(std::string_view bytes_in) {
   // reads as the end of its input and so accepts with anything after it, is not JSON either.
   {
     const auto ours = kvr::parse_ordered_json(bytes);
-    if (!kvr::scan_json_shape(bytes) || bytes.find('\0') != std::string_view::npos) {
+    if (!kvr::scan_json_shape(bytes) || holds_nul) {
       if (!ours.is_discarded()) {
         std::fprintf(stderr, "parse_ordered_json read what is not JSON text\n");
         std::abort();
