@@ -174,5 +174,51 @@ void BM_qwen3_multi_turn_chat(benchmark::State& state) {
 }
 BENCHMARK(BM_qwen3_multi_turn_chat)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
+/// Rendering alone (Qwen3's chat template, no tokenizing) of the chats an attacker can shape and
+/// of an ordinary one. Arg: 0 = a system prompt and 8 turns of prose (9.4 KB), 1 = one message of
+/// 4 MB of prose, 2 = 10^5 messages of one letter (3 MB), 3 = one message with 10^5 extra keys
+/// (1.2 MB; read key by key into ordered trees it was quadratic). What the render costs per byte
+/// of messages is the figure: it should stay flat across the shapes.
+void BM_qwen3_render(benchmark::State& state) {
+  auto chat = chat_template::load(std::string(KVR_SOURCE_DIR) + "/.cache/tokenizers/qwen3/tokenizer_config.json");
+  if (!chat) throw std::runtime_error(chat.error());
+  const std::string& prose = text_of(0);
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  switch (state.range(0)) {
+    case 0:
+      messages.push_back({{"role", "system"}, {"content", prose.substr(0, 2000)}});
+      for (std::size_t turn = 0, offset = 2000; turn < 8; ++turn, offset += 1400) {
+        messages.push_back({{"role", "user"}, {"content", prose.substr(offset, 800)}});
+        messages.push_back({{"role", "assistant"}, {"content", prose.substr(offset + 800, 600)}});
+      }
+      state.SetLabel("a chat of 8 turns");
+      break;
+    case 1: {
+      std::string text;
+      while (text.size() < (4u << 20)) text += prose.substr(0, std::min<std::size_t>(prose.size(), (4u << 20) - text.size()));
+      messages.push_back({{"role", "user"}, {"content", text}});
+      state.SetLabel("one message of 4 MB");
+      break;
+    }
+    case 2:
+      for (int i = 0; i < 100000; ++i) messages.push_back({{"role", "user"}, {"content", "a"}});
+      state.SetLabel("10^5 tiny messages");
+      break;
+    default: state.SetLabel("one message of 10^5 keys");  // written as text: ordered_json is quadratic in them
+  }
+  std::string request = messages.dump();
+  if (state.range(0) == 3) {
+    request = R"([{"role":"user","content":"hi")";
+    for (int i = 0; i < 100000; ++i) request += ",\"k" + std::to_string(i) + "\":" + std::to_string(i);
+    request += "}]";
+  }
+  for (auto _ : state) {
+    auto prompt = chat->render({.messages_json = request});
+    benchmark::DoNotOptimize(prompt->data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * request.size()));
+}
+BENCHMARK(BM_qwen3_render)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace kvr

@@ -2,12 +2,45 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <simdjson.h>
 
 namespace kvr {
 namespace {
+
+/// ordered_json finds a key by a scan (its map is a vector), so an object of n members built
+/// key by key costs n^2 / 2 comparisons: 40 000 keys, seconds. Objects larger than this are
+/// built another way (below).
+constexpr std::size_t scanned_object_members = 16;
+
+template <class Json>
+void build(simdjson::dom::element element, Json& out);
+
+/// A large object into an ordered_json in linear time: each key's last value at its first
+/// place, found by hashing, then appended to the map's vector without its scan.
+void build_large_ordered_object(const simdjson::dom::object& object, nlohmann::ordered_json& out) {
+  std::vector<std::pair<std::string_view, simdjson::dom::element>> members;
+  members.reserve(object.size());
+  std::unordered_map<std::string_view, std::size_t> first_place;
+  first_place.reserve(object.size());
+  for (simdjson::dom::key_value_pair member : object) {
+    const auto [place, added] = first_place.try_emplace(member.key, members.size());
+    if (added) members.emplace_back(member.key, member.value);
+    else members[place->second].second = member.value;
+  }
+  auto& map = out.get_ref<nlohmann::ordered_json::object_t&>();
+  auto& items = static_cast<nlohmann::ordered_json::object_t::Container&>(map);
+  items.reserve(members.size());
+  for (const auto& [key, element] : members) {
+    items.emplace_back(std::string(key), nullptr);
+    build(element, items.back().second);
+  }
+}
 
 /// `element` into `out`. Recursive, one frame per level: the caller bounded the depth.
 template <class Json>
@@ -23,7 +56,14 @@ void build(simdjson::dom::element element, Json& out) {
     }
     case simdjson::dom::element_type::OBJECT: {
       out = Json::object();
-      for (simdjson::dom::key_value_pair member : simdjson::dom::object(element))
+      const simdjson::dom::object object(element);
+      if constexpr (std::is_same_v<Json, nlohmann::ordered_json>) {
+        if (object.size() > scanned_object_members) {
+          build_large_ordered_object(object, out);
+          return;
+        }
+      }
+      for (simdjson::dom::key_value_pair member : object)
         build(member.value, out[std::string(member.key)]);  // a repeated key: first place, last value
       return;
     }

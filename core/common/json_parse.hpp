@@ -1,10 +1,11 @@
 #pragma once
 /// Untrusted JSON text into nlohmann's trees, through simdjson, its nesting bounded first.
 ///
-/// This is the one way kvrouter parses JSON it did not write: bodies, JSON inside their string
-/// fields (tool-call arguments), cards, config files, etcd answers, workers' answers. Everything
-/// that walks the tree afterwards (copies, `dump`, chat templates, `from_json`) recurses per
-/// level, so the depth is checked before any tree exists (core/common/json_shape, no
+/// This is how kvrouter parses JSON it did not write into trees: bodies, cards, config files,
+/// etcd answers, workers' answers. (What a chat template renders, messages, tools, kwargs and
+/// tool-call arguments, core/prompt/jinja/json_value reads straight into template values, its
+/// depth bounded the same way.) Everything that walks the tree afterwards (copies, `dump`,
+/// `from_json`) recurses per level, so the depth is checked before any tree exists (core/common/json_shape, no
 /// recursion), and a text nesting deeper than the bound is refused, never walked.
 ///
 /// nlohmann's own parser appends every byte of a string one at a time: a chat's 17.5 KB message

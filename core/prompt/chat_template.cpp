@@ -1,5 +1,6 @@
 #include "core/prompt/chat_template.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/common/json_parse.hpp"
+#include "core/prompt/jinja/json_value.hpp"
 
 namespace kvr {
 
@@ -34,9 +36,10 @@ struct refused_input : std::invalid_argument {
   std::string field;
 };
 
-/// `text` parsed, or a refusal naming `field` if it nests deeper than any body may.
-ordered_json parse_field(std::string_view text, const std::string& field) {
-  auto parsed = parse_json<ordered_json>(text);
+/// `text` read as template values, or a refusal naming `field` if it nests deeper than any
+/// body may.
+jinja::value parse_field(std::string_view text, const std::string& field) {
+  auto parsed = jinja::value_from_json_text(text);
   if (!parsed && parsed.error() == json_parse_error::too_deep)
     throw refused_input(field, field + " " + describe(parsed.error()));
   if (!parsed) throw std::invalid_argument(field + " " + describe(parsed.error()));
@@ -46,8 +49,8 @@ ordered_json parse_field(std::string_view text, const std::string& field) {
 /// A tool call's `arguments` string parsed into an object, as vLLM does before rendering; a
 /// string that is not JSON stays a string, one nesting deeper than a body may is refused.
 /// The field is named (`messages[i].tool_calls[j].function.arguments`) only when refused.
-void parse_arguments(ordered_json& arguments, std::size_t message, std::size_t call) {
-  auto parsed = parse_json<ordered_json>(arguments.get_ref<const std::string&>());
+void parse_arguments(jinja::value& arguments, std::size_t message, std::size_t call) {
+  auto parsed = jinja::value_from_json_text(arguments.as_string());
   if (parsed) {
     arguments = std::move(*parsed);
   } else if (parsed.error() == json_parse_error::too_deep) {
@@ -57,52 +60,78 @@ void parse_arguments(ordered_json& arguments, std::size_t message, std::size_t c
   }
 }
 
-/// vLLM's preprocessing for templates that take string content: text parts joined with `\n`,
-/// null content as "", and tool-call arguments given as JSON strings parsed into objects.
-jinja::value normalize_messages(const ordered_json& messages, bool keep_content_parts) {
+/// A content part's `type`: "" when it has none; one that is not a string is refused, as the
+/// engines' preprocessing refuses it.
+std::string_view part_type(const jinja::dict& part) {
+  const jinja::value* type = part.find("type");
+  if (type == nullptr) return {};
+  if (!type->is_string()) throw std::invalid_argument("a content part's type must be a string");
+  return type->as_string();
+}
+
+/// Content given as parts, for a template that takes parts: text parts as they are, images as
+/// `{"type": "image"}`, anything else dropped.
+jinja::value content_parts_for_template(const jinja::list& parts) {
   jinja::list out;
-  out.reserve(messages.size());
-  std::size_t index = 0;
-  for (const ordered_json& message : messages) {
-    if (!message.is_object()) throw std::invalid_argument("each message must be an object");
-    ordered_json normalized = message;
-    const auto content = message.find("content");
-    if (content == message.end() || content->is_null()) {
-      normalized["content"] = "";
-    } else if (content->is_array() && keep_content_parts) {
-      ordered_json parts = ordered_json::array();
-      for (const ordered_json& part : *content) {
-        if (!part.is_object()) continue;
-        const std::string type = part.value("type", "");
-        if (type == "text" && part.contains("text")) parts.push_back({{"type", "text"}, {"text", part["text"]}});
-        else if (type == "image_url" || type == "image") parts.push_back({{"type", "image"}});
-      }
-      normalized["content"] = std::move(parts);
-    } else if (content->is_array()) {
-      std::string text;
-      bool first = true;
-      for (const ordered_json& part : *content) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text")) continue;
-        if (!first) text += '\n';
-        first = false;
-        text += part["text"].get<std::string>();
-      }
-      normalized["content"] = text;
+  for (const jinja::value& part : parts) {
+    if (!part.is_dict()) continue;
+    const std::string_view type = part_type(part.as_dict());
+    const jinja::value* text = part.as_dict().find("text");
+    if (type == "text" && text != nullptr) {
+      jinja::dict kept;
+      kept.set("type", jinja::value("text"));
+      kept.set("text", *text);
+      out.emplace_back(std::move(kept));
+    } else if (type == "image_url" || type == "image") {
+      jinja::dict image;
+      image.set("type", jinja::value("image"));
+      out.emplace_back(std::move(image));
     }
-    if (auto calls = normalized.find("tool_calls"); calls != normalized.end() && calls->is_array()) {
-      std::size_t call_index = 0;
-      for (ordered_json& call : *calls) {
-        const std::size_t this_call = call_index++;
-        if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
-        ordered_json& function = call["function"];
-        if (auto arguments = function.find("arguments"); arguments != function.end() && arguments->is_string())
-          parse_arguments(*arguments, index, this_call);
-      }
-    }
-    out.push_back(jinja::value::from_json(normalized));
-    ++index;
   }
   return jinja::value(std::move(out));
+}
+
+/// Content given as parts, for a template that takes a string: the text parts joined by `\n`.
+jinja::value content_parts_joined(const jinja::list& parts) {
+  std::string text;
+  bool first = true;
+  for (const jinja::value& part : parts) {
+    if (!part.is_dict() || part_type(part.as_dict()) != "text") continue;
+    const jinja::value* part_text = part.as_dict().find("text");
+    if (part_text == nullptr) continue;
+    if (!part_text->is_string()) throw std::invalid_argument("a text content part's text must be a string");
+    if (!first) text += '\n';
+    first = false;
+    text += part_text->as_string();
+  }
+  return jinja::value(std::move(text));
+}
+
+/// vLLM's preprocessing for templates, in place: null or absent content as "", content parts
+/// joined with `\n` (or kept, for templates that take parts), and tool-call arguments given as
+/// JSON strings parsed into objects.
+void normalize_messages(jinja::value& messages, bool keep_content_parts) {
+  std::size_t index = 0;
+  for (jinja::value& message : messages.as_list()) {
+    if (!message.is_dict()) throw std::invalid_argument("each message must be an object");
+    jinja::dict& fields = message.as_dict();
+    const jinja::value* content = fields.find("content");
+    if (content == nullptr || content->is_none()) fields.set("content", jinja::value(""));
+    else if (content->is_list() && keep_content_parts) fields.set("content", content_parts_for_template(content->as_list()));
+    else if (content->is_list()) fields.set("content", content_parts_joined(content->as_list()));
+    if (const jinja::value* calls = fields.find("tool_calls"); calls != nullptr && calls->is_list()) {
+      std::size_t call_index = 0;
+      for (jinja::value& call : calls->as_list()) {
+        const std::size_t this_call = call_index++;
+        if (!call.is_dict()) continue;
+        const jinja::value* function = call.as_dict().find("function");
+        if (function == nullptr || !function->is_dict()) continue;
+        for (auto& [key, arguments] : function->as_dict().items)
+          if (key == "arguments" && arguments.is_string()) parse_arguments(arguments, index, this_call);
+      }
+    }
+    ++index;
+  }
 }
 
 }  // namespace
@@ -147,16 +176,24 @@ std::expected<chat_template, std::string> chat_template::load(const std::string&
 std::expected<std::string, chat_render_error> chat_template::render(const chat_render_inputs& inputs) const {
   jinja::dict context = special_tokens_;
   try {
-    const ordered_json messages = parse_field(inputs.messages_json, "messages");
-    if (!messages.is_array()) return std::unexpected(chat_render_error{"messages must be an array", {}});
-    context.set("messages", normalize_messages(messages, wants_content_parts_));
-    context.set("tools", inputs.tools_json.empty() ? jinja::value(jinja::none_t{})
-                                                   : jinja::value::from_json(parse_field(inputs.tools_json, "tools")));
+    jinja::value messages = parse_field(inputs.messages_json, "messages");
+    if (!messages.is_list()) return std::unexpected(chat_render_error{"messages must be an array", {}});
+    normalize_messages(messages, wants_content_parts_);
+    context.set("messages", std::move(messages));
+    context.set("tools", inputs.tools_json.empty() ? jinja::value(jinja::none_t{}) : parse_field(inputs.tools_json, "tools"));
     context.set("add_generation_prompt", jinja::value(inputs.add_generation_prompt));
     if (!inputs.template_kwargs_json.empty()) {
-      const ordered_json kwargs = parse_field(inputs.template_kwargs_json, "chat_template_kwargs");
-      if (!kwargs.is_object()) return std::unexpected(chat_render_error{"chat_template_kwargs must be an object", {}});
-      for (const auto& [key, item] : kwargs.items()) context.set(key, jinja::value::from_json(item));
+      const jinja::value kwargs = parse_field(inputs.template_kwargs_json, "chat_template_kwargs");
+      if (!kwargs.is_dict()) return std::unexpected(chat_render_error{"chat_template_kwargs must be an object", {}});
+      // The kwargs' keys are distinct already; only the few the context holds before them
+      // (special tokens, messages, tools) are looked for, so many kwargs cost linear time.
+      const std::size_t named_before = context.items.size();
+      for (auto& [key, item] : kwargs.as_dict().items) {
+        const auto end = context.items.begin() + static_cast<std::ptrdiff_t>(named_before);
+        const auto same = std::find_if(context.items.begin(), end, [&](const auto& named) { return named.first == key; });
+        if (same != end) same->second = std::move(item);
+        else context.items.emplace_back(key, std::move(item));
+      }
     }
   } catch (const refused_input& refused) {
     return std::unexpected(chat_render_error{refused.what(), refused.field});
@@ -170,8 +207,9 @@ std::expected<std::string, chat_render_error> chat_template::render(const chat_r
 
 std::expected<std::string, chat_render_error> chat_template::render_plain(const chat_render_inputs& inputs) {
   try {
-    const ordered_json messages = parse_field(inputs.messages_json, "messages");
-    const jinja::value normalized = normalize_messages(messages.is_array() ? messages : ordered_json::array(), false);
+    jinja::value normalized = parse_field(inputs.messages_json, "messages");
+    if (!normalized.is_list()) normalized = jinja::value(jinja::list{});
+    normalize_messages(normalized, false);
     std::string out;
     for (const jinja::value& message : normalized.as_list()) {
       const jinja::value* role = message.as_dict().find("role");

@@ -30,6 +30,7 @@
 #include "core/common/json_parse.hpp"
 #include "core/common/multipart.hpp"
 #include "core/prompt/chat_template.hpp"
+#include "core/prompt/jinja/json_value.hpp"
 #include "core/prompt/openai.hpp"
 #include "core/prompt/pretokenizer.hpp"
 #include "core/prompt/prompt_plan.hpp"
@@ -97,6 +98,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 }
 
 namespace {
+
+/// Whether `json` holds an integer above INT64_MAX anywhere (depth bounded by the shape scan).
+bool holds_wide_unsigned(const nlohmann::ordered_json& json, int level) {
+  if (level > 600) return false;
+  if (json.is_number_unsigned()) return json.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX);
+  if (json.is_structured())
+    for (const auto& item : json)
+      if (holds_wide_unsigned(item, level + 1)) return true;
+  return false;
+}
 
 void exercise(std::string_view bytes_in) {
   static kvr::request_parser parser;
@@ -174,6 +185,16 @@ void exercise(std::string_view bytes_in) {
       const auto theirs = nlohmann::ordered_json::parse(bytes, nullptr, false);
       if (ours.is_discarded() != theirs.is_discarded() || (!theirs.is_discarded() && ours.dump() != theirs.dump())) {
         std::fprintf(stderr, "parse_ordered_json disagrees with nlohmann's parser\n");
+        std::abort();
+      }
+      // The chat template's own reader (JSON text straight into template values) reads what
+      // nlohmann reads, as the tree converted: the same values, printed as `tojson` prints
+      // them. (An integer past 63 bits is a float to the reader, wrapped by the conversion.)
+      const auto values = kvr::jinja::value_from_json_text(bytes);
+      if (values.has_value() != !theirs.is_discarded() ||
+          (values && !holds_wide_unsigned(theirs, 0) &&
+           kvr::jinja::to_json_text(*values) != kvr::jinja::to_json_text(kvr::jinja::value::from_json(theirs)))) {
+        std::fprintf(stderr, "value_from_json_text disagrees with nlohmann's parser\n");
         std::abort();
       }
     }

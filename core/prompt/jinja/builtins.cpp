@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "core/prompt/jinja/error.hpp"
 
@@ -12,15 +14,29 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw render_error(what); }
 
-/// Byte offsets of each code point's start, plus the end: Python indexes strings by code point.
-std::vector<std::size_t> code_point_starts(const std::string& s) {
-  std::vector<std::size_t> starts;
-  starts.reserve(s.size() + 1);
-  for (std::size_t i = 0; i < s.size(); ++i)
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) starts.push_back(i);
-  starts.push_back(s.size());
-  return starts;
-}
+/// Where each code point of a string starts, as Python indexes strings by code point: the byte
+/// itself when the string is ASCII (no table: a prompt of megabytes sliced or indexed costs no
+/// memory), else a table of byte offsets, one per code point plus the end.
+class code_point_index {
+ public:
+  explicit code_point_index(const std::string& s) : bytes_(s.size()) {
+    if (std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) return;
+    starts_.reserve(static_cast<std::size_t>(
+                        std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; })) +
+                    1);
+    for (std::size_t i = 0; i < s.size(); ++i)
+      if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) starts_.push_back(i);
+    starts_.push_back(s.size());
+  }
+  /// How many code points the string holds.
+  [[nodiscard]] std::size_t size() const { return starts_.empty() ? bytes_ : starts_.size() - 1; }
+  /// The byte where code point `i` starts (`size()`: the end).
+  [[nodiscard]] std::size_t start(std::size_t i) const { return starts_.empty() ? i : starts_[i]; }
+
+ private:
+  std::size_t bytes_;
+  std::vector<std::size_t> starts_;  ///< empty for ASCII
+};
 
 std::size_t code_point_count(const std::string& s) {
   return static_cast<std::size_t>(
@@ -66,8 +82,8 @@ std::string replace_all(const std::string& s, const std::string& from, const std
   if (from.empty()) {
     // Python inserts `to` between every code point (and at both ends).
     std::string out = to;
-    const auto starts = code_point_starts(s);
-    for (std::size_t i = 0; i + 1 < starts.size(); ++i) out += s.substr(starts[i], starts[i + 1] - starts[i]) + to;
+    const code_point_index starts(s);
+    for (std::size_t i = 0; i < starts.size(); ++i) out += s.substr(starts.start(i), starts.start(i + 1) - starts.start(i)) + to;
     return out;
   }
   std::string out;
@@ -213,12 +229,12 @@ value subscript(const value& target, const value& key) {
       if (index < 0 || index >= size) return value::undefined("[" + std::to_string(key.as_int()) + "]");
       return target.as_list()[static_cast<std::size_t>(index)];
     }
-    const auto starts = code_point_starts(target.as_string());
-    const auto size = static_cast<std::int64_t>(starts.size() - 1);
+    const code_point_index starts(target.as_string());
+    const auto size = static_cast<std::int64_t>(starts.size());
     if (index < 0) index += size;
     if (index < 0 || index >= size) return value::undefined("[" + std::to_string(key.as_int()) + "]");
     const auto i = static_cast<std::size_t>(index);
-    return value(target.as_string().substr(starts[i], starts[i + 1] - starts[i]));
+    return value(target.as_string().substr(starts.start(i), starts.start(i + 1) - starts.start(i)));
   }
   if (key.is_string()) return attribute(target, key.as_string());
   return value::undefined(key.str());
@@ -228,9 +244,9 @@ value slice(const value& target, const value& start_v, const value& stop_v, cons
   require_defined(target);
   const bool is_string = target.is_string();
   if (!is_string && !target.is_list()) fail("cannot slice '" + std::string(target.type_name()) + "'");
-  const std::vector<std::size_t> starts = is_string ? code_point_starts(target.as_string()) : std::vector<std::size_t>{};
-  const std::int64_t size =
-      is_string ? static_cast<std::int64_t>(starts.size() - 1) : static_cast<std::int64_t>(target.as_list().size());
+  const std::optional<code_point_index> starts =
+      is_string ? std::optional<code_point_index>(std::in_place, target.as_string()) : std::nullopt;
+  const std::int64_t size = is_string ? static_cast<std::int64_t>(starts->size()) : static_cast<std::int64_t>(target.as_list().size());
   const std::int64_t step = step_v.is_undefined() || step_v.is_none() ? 1 : step_v.as_int();
   if (step == 0) fail("slice step cannot be zero");
   auto bound = [&](const value& v, std::int64_t fallback) {
@@ -241,11 +257,18 @@ value slice(const value& target, const value& start_v, const value& stop_v, cons
   };
   const std::int64_t begin = bound(start_v, step > 0 ? 0 : size - 1);
   const std::int64_t end = bound(stop_v, step > 0 ? size : -1);
+  if (is_string && step == 1) {  // a substring: one copy, not one per code point
+    if (begin >= end) return value(std::string());
+    const std::size_t from = starts->start(static_cast<std::size_t>(begin));
+    return value(target.as_string().substr(from, starts->start(static_cast<std::size_t>(end)) - from));
+  }
   list items;
   std::string text;
+  if (!is_string && (step > 0 ? begin < end : begin > end))
+    items.reserve(static_cast<std::size_t>((step > 0 ? end - begin + step - 1 : begin - end - step - 1) / (step > 0 ? step : -step)));
   for (std::int64_t i = begin; step > 0 ? i < end : i > end; i += step) {
     const auto u = static_cast<std::size_t>(i);
-    if (is_string) text += target.as_string().substr(starts[u], starts[u + 1] - starts[u]);
+    if (is_string) text.append(target.as_string(), starts->start(u), starts->start(u + 1) - starts->start(u));
     else items.push_back(target.as_list()[u]);
   }
   return is_string ? value(std::move(text)) : value(std::move(items));
@@ -261,16 +284,33 @@ list iterate(const value& target) {
   }
   if (target.is_string()) {
     list chars;
-    const auto starts = code_point_starts(target.as_string());
-    for (std::size_t i = 0; i + 1 < starts.size(); ++i)
-      chars.emplace_back(target.as_string().substr(starts[i], starts[i + 1] - starts[i]));
+    const code_point_index starts(target.as_string());
+    chars.reserve(starts.size());
+    for (std::size_t i = 0; i < starts.size(); ++i)
+      chars.emplace_back(target.as_string().substr(starts.start(i), starts.start(i + 1) - starts.start(i)));
     return chars;
   }
   fail("'" + std::string(target.type_name()) + "' object is not iterable");
 }
 
+namespace {
+
+/// `a` then `b`, allocated once at their size (operator+ may leave twice the capacity).
+std::string joined(const std::string& a, const std::string& b) {
+  std::string out;
+  out.reserve(a.size() + b.size());
+  out += a;
+  out += b;
+  return out;
+}
+
+}  // namespace
+
 value binary_operation(std::string_view op, const value& a, const value& b) {
-  if (op == "~") return value(a.str() + b.str());
+  if (op == "~") {
+    if (a.is_string() && b.is_string()) return value(joined(a.as_string(), b.as_string()));
+    return value(a.str() + b.str());
+  }
   if (op == "==") return value(a.equals(b));
   if (op == "!=") return value(!a.equals(b));
   if (op == "in" || op == "not in") {
@@ -289,7 +329,7 @@ value binary_operation(std::string_view op, const value& a, const value& b) {
   if (op == "<=") return value(compare_values(a, b) <= 0);
   if (op == ">=") return value(compare_values(a, b) >= 0);
   if (op == "+") {
-    if (a.is_string() && b.is_string()) return value(a.as_string() + b.as_string());
+    if (a.is_string() && b.is_string()) return value(joined(a.as_string(), b.as_string()));
     if (a.is_list() && b.is_list()) {
       list joined = a.as_list();
       joined.insert(joined.end(), b.as_list().begin(), b.as_list().end());

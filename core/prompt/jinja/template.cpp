@@ -1,5 +1,7 @@
 #include "core/prompt/jinja/template.hpp"
 
+#include <algorithm>
+
 #include "core/prompt/jinja/ast.hpp"
 #include "core/prompt/jinja/builtins.hpp"
 #include "core/prompt/jinja/error.hpp"
@@ -95,7 +97,20 @@ class renderer {
   void execute(const node& n, std::string& out) {
     switch (n.type) {
       case node::kind::text: out += n.text; break;
-      case node::kind::output: out += evaluate(*n.expression).str(); break;
+      case node::kind::output: {
+        const value printed = evaluate(*n.expression);
+        if (!printed.is_string()) {
+          out += printed.str();
+          break;
+        }
+        const std::string& piece = printed.as_string();  // not through str()'s copy
+        // A long message's content: room for it and the template's few bytes after it, so the
+        // prompt is not doubled in capacity by the next `<|im_end|>`.
+        if (piece.size() > (std::size_t{64} << 10) && out.capacity() - out.size() < piece.size())
+          out.reserve(out.size() + piece.size() + piece.size() / 16 + 4096);
+        out += piece;
+        break;
+      }
       case node::kind::if_chain:
         for (const auto& [condition, body] : n.branches) {
           if (condition == nullptr || evaluate(*condition).truthy()) {
@@ -142,18 +157,26 @@ class renderer {
   }
 
   void run_loop(const node& n, std::string& out) {
-    list items = iterate(evaluate(*n.expression));
+    // A list is looped over where it is (no template changes a list in place), not copied: a
+    // chat of 10^5 messages is 4 MB of values. A dict's keys and a string's characters are
+    // made into a list first.
+    const value iterated = evaluate(*n.expression);
+    list made;
+    if (!iterated.is_list()) made = iterate(iterated);
+    const list* looped = iterated.is_list() ? &iterated.as_list() : &made;
     if (n.filter) {
       list kept;
-      for (auto& item : items) {
+      for (const value& item : *looped) {
         frames_.emplace_back();
         bind_targets(n, item);
         const bool keep = evaluate(*n.filter).truthy();
         frames_.pop_back();
-        if (keep) kept.push_back(std::move(item));
+        if (keep) kept.push_back(item);
       }
-      items = std::move(kept);
+      made = std::move(kept);
+      looped = &made;
     }
+    const list& items = *looped;
     const auto length = static_cast<std::int64_t>(items.size());
     for (std::int64_t i = 0; i < length; ++i) {
       frames_.emplace_back();
@@ -178,6 +201,40 @@ class renderer {
       control_ = control::none;
     }
     if (length == 0) render(n.else_body, out);
+  }
+
+  /// `a + b + c ...` (or `~`), left-deep as the parser builds it: its operands evaluated left
+  /// to right, and when they are all strings (for `~`: whatever they are) joined into one
+  /// string sized once. Pairwise, a chat template's `'<|im_start|>' + role + '\n' + content +
+  /// '<|im_end|>'` made a new copy of a message's content per `+`, two alive at once.
+  /// Anything else (numbers, lists) is folded pairwise, as Python would.
+  value concatenate_chain(const expr& e) {
+    std::vector<const expr*> chain;
+    const expr* left = &e;
+    while (left->type == expr::kind::binary && left->name == e.name) {
+      chain.push_back(left->operands[1].get());
+      left = left->operands[0].get();
+    }
+    chain.push_back(left);
+    std::vector<value> operands;
+    operands.reserve(chain.size());
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) operands.push_back(evaluate(**it));
+    const bool tilde = e.name == "~";
+    if (tilde || std::all_of(operands.begin(), operands.end(), [](const value& v) { return v.is_string(); })) {
+      std::vector<std::string> printed(operands.size());  // `~` prints what is not a string
+      std::size_t bytes = 0;
+      for (std::size_t i = 0; i < operands.size(); ++i) {
+        if (!operands[i].is_string()) printed[i] = operands[i].str();
+        bytes += operands[i].is_string() ? operands[i].as_string().size() : printed[i].size();
+      }
+      std::string joined;
+      joined.reserve(bytes);
+      for (std::size_t i = 0; i < operands.size(); ++i) joined += operands[i].is_string() ? operands[i].as_string() : printed[i];
+      return value(std::move(joined));
+    }
+    value folded = std::move(operands.front());
+    for (std::size_t i = 1; i < operands.size(); ++i) folded = binary_operation(e.name, folded, operands[i]);
+    return folded;
   }
 
   void bind_targets(const node& n, const value& item) {
@@ -245,7 +302,9 @@ class renderer {
         if (v.is_number()) return value(-v.as_int());
         throw render_error("bad operand type for unary -: '" + std::string(v.type_name()) + "'");
       }
-      case expr::kind::binary: return binary_operation(e.name, evaluate(*e.operands[0]), evaluate(*e.operands[1]));
+      case expr::kind::binary:
+        if (e.name == "+" || e.name == "~") return concatenate_chain(e);
+        return binary_operation(e.name, evaluate(*e.operands[0]), evaluate(*e.operands[1]));
       case expr::kind::logical_and: {
         value left = evaluate(*e.operands[0]);
         return left.truthy() ? evaluate(*e.operands[1]) : left;

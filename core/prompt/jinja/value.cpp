@@ -83,6 +83,7 @@ bool value::truthy() const {
         else if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, double>) return x != 0;
         else if constexpr (std::is_same_v<T, std::string>) return !x.empty();
         else if constexpr (std::is_same_v<T, std::shared_ptr<list>>) return !x->empty();
+        else if constexpr (std::is_same_v<T, std::shared_ptr<const std::string>>) return !x->empty();
         else return !x->items.empty() || x->is_namespace;
       },
       v_);
@@ -97,6 +98,7 @@ std::string_view value::type_name() const {
     case 4: return "float";
     case 5: return "str";
     case 6: return "list";
+    case 8: return "str";
     default: return is_dict() && as_dict().is_namespace ? "Namespace" : "dict";
   }
 }

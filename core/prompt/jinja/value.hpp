@@ -42,10 +42,15 @@ struct none_t {
   bool operator==(const none_t&) const = default;
 };
 
+/// Strings longer than this are held once and shared by every copy of their value: a template
+/// looks up, assigns and passes a message's content around many times, and a prompt of
+/// megabytes was copied whole each time. Shorter ones are held by each copy, as before.
+inline constexpr std::size_t shared_string_bytes = 256;
+
 class value {
  public:
   using storage = std::variant<undefined_t, none_t, bool, std::int64_t, double, std::string, std::shared_ptr<list>,
-                               std::shared_ptr<dict>>;
+                               std::shared_ptr<dict>, std::shared_ptr<const std::string>>;
 
   value() = default;
   value(none_t) : v_(none_t{}) {}
@@ -53,9 +58,9 @@ class value {
   value(std::int64_t i) : v_(i) {}
   value(int i) : v_(std::int64_t{i}) {}
   value(double d) : v_(d) {}
-  value(std::string s) : v_(std::move(s)) {}
-  value(std::string_view s) : v_(std::string(s)) {}
-  value(const char* s) : v_(std::string(s)) {}
+  value(std::string s) : v_(held_string(std::move(s))) {}
+  value(std::string_view s) : value(std::string(s)) {}
+  value(const char* s) : value(std::string(s)) {}
   value(list l) : v_(std::make_shared<list>(std::move(l))) {}
   value(dict d) : v_(std::make_shared<dict>(std::move(d))) {}
   static value undefined(std::string name) { return value(storage(undefined_t{std::move(name)})); }
@@ -69,14 +74,19 @@ class value {
   [[nodiscard]] bool is_int() const { return std::holds_alternative<std::int64_t>(v_); }
   [[nodiscard]] bool is_float() const { return std::holds_alternative<double>(v_); }
   [[nodiscard]] bool is_number() const { return is_int() || is_float() || is_bool(); }
-  [[nodiscard]] bool is_string() const { return std::holds_alternative<std::string>(v_); }
+  [[nodiscard]] bool is_string() const {
+    return std::holds_alternative<std::string>(v_) || std::holds_alternative<std::shared_ptr<const std::string>>(v_);
+  }
   [[nodiscard]] bool is_list() const { return std::holds_alternative<std::shared_ptr<list>>(v_); }
   [[nodiscard]] bool is_dict() const { return std::holds_alternative<std::shared_ptr<dict>>(v_); }
 
   [[nodiscard]] bool as_bool() const { return std::get<bool>(v_); }
   [[nodiscard]] std::int64_t as_int() const;  ///< ints and bools
   [[nodiscard]] double as_double() const;     ///< any number
-  [[nodiscard]] const std::string& as_string() const { return std::get<std::string>(v_); }
+  [[nodiscard]] const std::string& as_string() const {
+    if (const auto* held = std::get_if<std::string>(&v_)) return *held;
+    return *std::get<std::shared_ptr<const std::string>>(v_);
+  }
   [[nodiscard]] list& as_list() const { return *std::get<std::shared_ptr<list>>(v_); }
   [[nodiscard]] dict& as_dict() const { return *std::get<std::shared_ptr<dict>>(v_); }
   [[nodiscard]] const std::string& undefined_name() const { return std::get<undefined_t>(v_).name; }
@@ -94,6 +104,10 @@ class value {
 
  private:
   explicit value(storage s) : v_(std::move(s)) {}
+  static storage held_string(std::string s) {
+    if (s.size() > shared_string_bytes) return storage(std::make_shared<const std::string>(std::move(s)));
+    return storage(std::move(s));
+  }
   static value from_json_at(const nlohmann::ordered_json& json, int level);
   [[nodiscard]] std::string repr_at(int level) const;
   [[nodiscard]] bool equals_at(const value& other, int level) const;

@@ -2,6 +2,7 @@
 // `messages` JSON, for the shapes of body an attacker can choose. Its own binary: it links
 // the counting allocator (tests/support), which other tests need not see.
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -60,11 +61,13 @@ std::string one_message_of_one_letter(std::size_t bytes) {
   return R"([{"role":"user","content":")" + std::string(bytes, 'a') + R"("}])";
 }
 
-/// The peaks are simdjson's parse of the messages (about 15 bytes per byte, released after a
-/// text over 1 MiB), the ordered_json and Jinja trees, the rendered prompt and the merge scratch.
-/// Issue 40 asks for 4x; these bounds hold today's figures (docs/benchmarks.md) against growth.
-TEST(render_memory, one_long_message_of_prose_peaks_under_twenty_times_its_json) {
-  EXPECT_LT(render_and_tokenize_amplification(one_message_of_prose(4u << 20)), 20.0);
+/// The messages are read straight into the template's values (core/prompt/jinja/json_value),
+/// a long string is shared by every copy of its value, a concatenation is sized once and the
+/// prompt's buffer grows by what is appended: a long message is held as its text, one
+/// concatenation of it, the prompt and its ids. (Before: simdjson's DOM at 15 bytes per byte,
+/// two nlohmann trees, a copy per lookup and per `+`: 15.6x.) Issue 40 asks for 4x.
+TEST(render_memory, one_long_message_of_prose_peaks_under_four_times_its_json) {
+  EXPECT_LT(render_and_tokenize_amplification(one_message_of_prose(4u << 20)), 4.0);
 }
 
 TEST(render_memory, nothing_of_a_long_chat_stays_allocated_once_it_is_rendered_and_tokenized) {
@@ -76,9 +79,10 @@ TEST(render_memory, nothing_of_a_long_chat_stays_allocated_once_it_is_rendered_a
   const std::string messages = one_message_of_one_letter(2u << 20);
   const std::size_t before = live_bytes.load();
   t.encode(*chat.render({.messages_json = messages}), ids);
-  // The parser's and the merge's buffers are let go after a text this long (the ids were
-  // reserved before): at most the piece cache's few entries remain.
-  EXPECT_LT(live_bytes.load() - before, std::size_t{1} << 20);
+  // The merge's buffers are let go after a word this long (the ids were reserved before): what
+  // remains is the segment cache's copy of the ids (4 bytes each, bounded per tokenizer) and
+  // the piece cache's few entries.
+  EXPECT_LT(live_bytes.load() - before, ids.size() * sizeof(std::uint32_t) + (std::size_t{256} << 10));
 }
 
 TEST(render_memory, one_long_word_peaks_under_eighty_times_its_json) {
@@ -86,9 +90,11 @@ TEST(render_memory, one_long_word_peaks_under_eighty_times_its_json) {
   EXPECT_LT(render_and_tokenize_amplification(one_message_of_one_letter(1u << 20)), 80.0);
 }
 
-TEST(render_memory, many_tiny_messages_peak_under_thirty_times_their_json) {
-  // The eager ordered_json and Jinja trees hold ~400 bytes per 30-byte message.
-  EXPECT_LT(render_and_tokenize_amplification(tiny_messages(100000)), 30.0);
+TEST(render_memory, many_tiny_messages_peak_under_twelve_times_their_json) {
+  // A 30-byte message is a dict of two members in the template's values (~260 bytes with the
+  // list's slot): not yet the 4x of issue 40, which needs values backed by the body's text.
+  // (Before the direct read: 21.5x.)
+  EXPECT_LT(render_and_tokenize_amplification(tiny_messages(100000)), 12.0);
 }
 
 }  // namespace
