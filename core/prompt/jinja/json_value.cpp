@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -165,6 +166,7 @@ class json_text_reader {
     std::string out;
     for (;;) {
       const std::size_t start = at_;
+      skip_plain_words();
       while (at_ < text_.size()) {
         const auto c = static_cast<unsigned char>(text_[at_]);
         if (c == '"' || c == '\\' || c < 0x20) break;
@@ -176,6 +178,21 @@ class json_text_reader {
       if (c == '"') return out;
       if (c != '\\') throw malformed{};  // a raw control character
       read_escape(out);
+    }
+  }
+
+  /// Steps over eight bytes at a time while none is a quote, a backslash or a control
+  /// character (prose is mostly such stretches); the byte loop after it finds which one is.
+  void skip_plain_words() {
+    constexpr std::uint64_t ones = 0x0101010101010101ULL;
+    constexpr std::uint64_t highs = 0x8080808080808080ULL;
+    auto holds_zero = [](std::uint64_t w) { return (w - ones) & ~w & highs; };
+    while (text_.size() - at_ >= 8) {
+      std::uint64_t word;
+      std::memcpy(&word, text_.data() + at_, 8);
+      const std::uint64_t below_space = (word - ones * 0x20) & ~word & highs;
+      if (below_space | holds_zero(word ^ (ones * '"')) | holds_zero(word ^ (ones * '\\'))) return;
+      at_ += 8;
     }
   }
 

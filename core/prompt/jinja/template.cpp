@@ -1,6 +1,7 @@
 #include "core/prompt/jinja/template.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "core/prompt/jinja/ast.hpp"
 #include "core/prompt/jinja/builtins.hpp"
@@ -204,36 +205,36 @@ class renderer {
   }
 
   /// `a + b + c ...` (or `~`), left-deep as the parser builds it: its operands evaluated left
-  /// to right, and when they are all strings (for `~`: whatever they are) joined into one
-  /// string sized once. Pairwise, a chat template's `'<|im_start|>' + role + '\n' + content +
-  /// '<|im_end|>'` made a new copy of a message's content per `+`, two alive at once.
-  /// Anything else (numbers, lists) is folded pairwise, as Python would.
+  /// to right, and when they are all strings joined into one string sized once. Pairwise, a chat
+  /// template's `'<|im_start|>' + role + '\n' + content + '<|im_end|>'` made a new copy of a
+  /// message's content per `+`, two alive at once. Anything else (numbers, lists, `~` over
+  /// what is not a string), or a chain longer than `longest_joined_chain`, folds pairwise.
   value concatenate_chain(const expr& e) {
-    std::vector<const expr*> chain;
+    static constexpr std::size_t longest_joined_chain = 16;
+    std::array<const expr*, longest_joined_chain> chain;
+    std::size_t length = 0;
     const expr* left = &e;
-    while (left->type == expr::kind::binary && left->name == e.name) {
-      chain.push_back(left->operands[1].get());
+    while (left->type == expr::kind::binary && left->name == e.name && length + 1 < longest_joined_chain) {
+      chain[length++] = left->operands[1].get();
       left = left->operands[0].get();
     }
-    chain.push_back(left);
-    std::vector<value> operands;
-    operands.reserve(chain.size());
-    for (auto it = chain.rbegin(); it != chain.rend(); ++it) operands.push_back(evaluate(**it));
-    const bool tilde = e.name == "~";
-    if (tilde || std::all_of(operands.begin(), operands.end(), [](const value& v) { return v.is_string(); })) {
-      std::vector<std::string> printed(operands.size());  // `~` prints what is not a string
-      std::size_t bytes = 0;
-      for (std::size_t i = 0; i < operands.size(); ++i) {
-        if (!operands[i].is_string()) printed[i] = operands[i].str();
-        bytes += operands[i].is_string() ? operands[i].as_string().size() : printed[i].size();
-      }
+    chain[length++] = left;  // the leftmost operand (or the rest of a longer chain, folded by recursion)
+    std::array<value, longest_joined_chain> operands;
+    bool all_strings = true;
+    std::size_t bytes = 0;
+    for (std::size_t i = 0; i < length; ++i) {
+      operands[i] = evaluate(*chain[length - 1 - i]);
+      all_strings = all_strings && operands[i].is_string();
+      if (all_strings) bytes += operands[i].as_string().size();
+    }
+    if (all_strings) {
       std::string joined;
       joined.reserve(bytes);
-      for (std::size_t i = 0; i < operands.size(); ++i) joined += operands[i].is_string() ? operands[i].as_string() : printed[i];
+      for (std::size_t i = 0; i < length; ++i) joined += operands[i].as_string();
       return value(std::move(joined));
     }
-    value folded = std::move(operands.front());
-    for (std::size_t i = 1; i < operands.size(); ++i) folded = binary_operation(e.name, folded, operands[i]);
+    value folded = std::move(operands[0]);
+    for (std::size_t i = 1; i < length; ++i) folded = binary_operation(e.name, folded, operands[i]);
     return folded;
   }
 
