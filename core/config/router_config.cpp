@@ -31,7 +31,7 @@ struct knob {
 };
 
 using rc = router_config;
-const std::array<knob, 19> knob_table{{
+const std::array<knob, 21> knob_table{{
     {{"router_mode", "MODE", "how workers are picked", "kv|round-robin|random|power-of-two|least-loaded"}, &rc::mode},
     {{"overlap_score_credit", "NUMBER", "weight of a cached block against a block of prefill work; 0 ignores the cache", ">= 0"}, &rc::overlap_score_credit},
     {{"prefill_load_scale", "NUMBER", "weight of prefill work against decode work", ">= 0"}, &rc::prefill_load_scale},
@@ -43,6 +43,8 @@ const std::array<knob, 19> knob_table{{
     {{"max_index_blocks", "N", "hard bound on (worker, block) index entries per worker set", ">= 1"}, &rc::max_index_blocks},
     {{"block_size", "TOKENS", "tokens per KV block, as the engines are configured", ">= 1"}, &rc::block_size},
     {{"busy_threshold", "NUMBER", "a worker is busy beyond this many batches of booked prefill tokens (or with waiting requests); requests wait in the set's queue while every worker is busy; 0 = no queue", ">= 0"}, &rc::busy_threshold},
+    {{"engine_waiting_busy", "true|false", "a worker whose engine reports waiting requests is busy (passed over while another is free); false prices the queue instead (engine_queue_weight)", "true|false"}, &rc::engine_waiting_busy},
+    {{"engine_queue_weight", "NUMBER", "kv mode: each request an engine reports waiting beyond this router's unstarted ones there costs this many of the routed prompt's blocks of prefill", ">= 0"}, &rc::engine_queue_weight},
     {{"max_num_batched_tokens", "TOKENS", "the engines' prefill batch size (vLLM --max-num-batched-tokens)", ">= 1"}, &rc::max_num_batched_tokens},
     {{"queue_size", "N", "requests a set's queue holds; beyond, 429 queue_full", ">= 1"}, &rc::queue_size},
     {{"queue_timeout_secs", "SECONDS", "longest wait in the queue; beyond, 503 queue_timeout", ">= 1"}, &rc::queue_timeout_secs},
@@ -129,6 +131,8 @@ bool retunable_in_place(const router_config& running, const router_config& next)
   weights_only.overlap_score_credit = running.overlap_score_credit;
   weights_only.eviction_weight = running.eviction_weight;
   weights_only.busy_threshold = running.busy_threshold;
+  weights_only.engine_waiting_busy = running.engine_waiting_busy;
+  weights_only.engine_queue_weight = running.engine_queue_weight;
   weights_only.max_num_batched_tokens = running.max_num_batched_tokens;
   weights_only.queue_size = running.queue_size;
   weights_only.queue_timeout_secs = running.queue_timeout_secs;
@@ -156,6 +160,8 @@ std::expected<void, config_error> validate(const router_config& config) {
     return fail(fmt::format("router_temperature must be a finite number >= 0 (got {})", config.router_temperature));
   if (!(config.busy_threshold >= 0.0) || !std::isfinite(config.busy_threshold))
     return fail(fmt::format("busy_threshold must be a finite number >= 0 (got {})", config.busy_threshold));
+  if (!(config.engine_queue_weight >= 0.0) || !std::isfinite(config.engine_queue_weight))
+    return fail(fmt::format("engine_queue_weight must be a finite number >= 0 (got {})", config.engine_queue_weight));
   if (!(config.session_affinity_slack >= 0.0) || !std::isfinite(config.session_affinity_slack))
     return fail(fmt::format("session_affinity_slack must be a finite number >= 0 (got {})", config.session_affinity_slack));
   if (config.max_num_batched_tokens == 0) return fail("max_num_batched_tokens must be at least 1 token (got 0)");

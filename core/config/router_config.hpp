@@ -53,6 +53,13 @@ struct router_config {
   // Requests that find every routable worker busy wait in the set's queue.
   /// 0 turns the queue off: every request is forwarded at once.
   double busy_threshold = 0.0;
+  /// Whether a worker whose engine's last scrape reports waiting requests is busy (the hard
+  /// filter: passed over while another worker is free). Off, the queue is priced instead.
+  bool engine_waiting_busy = true;
+  /// kv mode: each request an engine reports waiting beyond this router's own requests not yet
+  /// started there (traffic that bypasses it, another router's) adds this many times the
+  /// routed prompt's blocks to the worker's prefill load. 0 ignores engines' queues in the cost.
+  double engine_queue_weight = 1.0;
   /// The engines' prefill batch size in tokens (vLLM's `--max-num-batched-tokens`).
   std::uint32_t max_num_batched_tokens = 8192;
   /// Requests a set's queue holds; beyond, 429 `queue_full`.

@@ -41,6 +41,7 @@ bool active_sequences::book(const booking& request, time_point now, std::span<co
   load.prefill_tokens += stored->prefill_tokens;
   load.decode_blocks += stored->private_blocks;
   ++load.requests;
+  ++load.awaiting_first_token;
   if (!sequence_hashes.empty()) {
     hold(request.worker, sequence_hashes);
     hashes_of_.emplace(request.request_id, std::vector<std::uint64_t>(sequence_hashes.begin(), sequence_hashes.end()));
@@ -91,6 +92,8 @@ bool active_sequences::first_token(std::uint64_t request_id) {
   }
   loads_[entry->worker].prefill_tokens -= entry->prefill_tokens;
   entry->prefill_tokens = 0;
+  if (!entry->first_token_came) --loads_[entry->worker].awaiting_first_token;
+  entry->first_token_came = true;
   return true;
 }
 
@@ -104,6 +107,7 @@ bool active_sequences::release(std::uint64_t request_id) {
   load.prefill_tokens -= entry->prefill_tokens;
   load.decode_blocks -= entry->private_blocks;
   --load.requests;
+  if (!entry->first_token_came) --load.awaiting_first_token;
   if (auto hashes = hashes_of_.find(request_id); hashes != hashes_of_.end()) {
     drop(entry->worker, hashes->second);
     hashes_of_.erase(hashes);

@@ -25,12 +25,14 @@ struct worker_load {
   std::uint64_t prefill_tokens = 0;  ///< prompt tokens not yet prefilled (cached blocks excluded)
   std::uint64_t decode_blocks = 0;   ///< KV blocks held by in-flight requests (shared ones once)
   std::uint32_t requests = 0;        ///< in-flight requests
+  std::uint32_t awaiting_first_token = 0;  ///< of those, the ones whose first token has not come
 
   /// Adds another booker's load on the same worker (another replica's).
   worker_load& operator+=(const worker_load& other) {
     prefill_tokens += other.prefill_tokens;
     decode_blocks += other.decode_blocks;
     requests += other.requests;
+    awaiting_first_token += other.awaiting_first_token;
     return *this;
   }
   friend bool operator==(const worker_load&, const worker_load&) = default;
@@ -89,7 +91,7 @@ class active_sequences {
   template <class Fn>
   void for_each_booking(Fn&& fn) const {
     bookings_.for_each([&](std::uint64_t id, const active& entry) {
-      fn(in_flight_booking{{id, entry.worker, entry.prompt_tokens, entry.overlap_blocks}, entry.prefill_tokens == 0});
+      fn(in_flight_booking{{id, entry.worker, entry.prompt_tokens, entry.overlap_blocks}, entry.first_token_came});
     });
   }
   /// The block hashes a booking holds (empty when it holds none by hash).
@@ -102,6 +104,7 @@ class active_sequences {
   struct active {
     worker_id worker = 0;
     std::uint32_t prefill_tokens = 0;  ///< still pending; 0 once the first token came
+    bool first_token_came = false;
     std::uint32_t private_blocks = 0;  ///< blocks not shared by hash (partial block, or no hashes)
     std::uint32_t prompt_tokens = 0;   ///< as booked (replica snapshots list bookings as made)
     std::uint32_t overlap_blocks = 0;

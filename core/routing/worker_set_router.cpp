@@ -43,8 +43,8 @@ bool worker_set_router::busy(std::uint32_t worker, time_point now) const {
   if (worker >= workers_.size()) return false;
   const worker_state& w = workers_[worker];
   const bool engine_fresh = now < w.engine_until;
-  if (engine_fresh && w.engine.waiting_requests.value_or(0) > 0) return true;
   const router_config& config = settings_.config;
+  if (config.engine_waiting_busy && engine_fresh && w.engine.waiting_requests.value_or(0) > 0) return true;
   if (!queues_when_busy(config)) return false;
   const std::uint32_t batch = engine_fresh && w.engine.max_num_batched_tokens ? *w.engine.max_num_batched_tokens
                                                                             : config.max_num_batched_tokens;
@@ -138,9 +138,19 @@ void worker_set_router::mark_routable(pool from, time_point now) {
   }
 }
 
+double worker_set_router::unexplained_engine_queue(std::uint32_t worker, std::span<const worker_load> loads,
+                                                   time_point now) const {
+  const worker_state& w = workers_[worker];
+  if (now >= w.engine_until || !w.engine.waiting_requests) return 0;
+  const double ours = worker < loads.size() ? loads[worker].awaiting_first_token : 0;
+  return std::max(0.0, *w.engine.waiting_requests - ours);
+}
+
 std::optional<selection> worker_set_router::pick(const route_query& query, const router_config& config,
-                                                 std::span<const worker_load> loads) {
+                                                 std::span<const worker_load> loads, time_point now) {
   collect_candidates(worker_overlaps_, loads, healthy_, query.excluded_workers, candidates_, active_overlaps_);
+  if (config.mode == router_mode::kv && config.engine_queue_weight > 0)
+    for (worker_candidate& c : candidates_) c.engine_queued_requests = unexplained_engine_queue(c.worker, loads, now);
   if (config.eviction_weight > 0 && uses_prefix_overlap(config))
     for (worker_candidate& c : candidates_) c.evicted_blocks = evicted_blocks(c.worker, c.overlap_blocks, query.sequence_hashes.size());
   return select_worker(candidates_, config, {query.prompt_tokens, round_robin_ticket_}, rng_);
@@ -165,7 +175,7 @@ route_decision worker_set_router::decide(const route_query& query, time_point no
     remote_->add_loads(total_loads_);
     loads = total_loads_;
   }
-  auto chosen = pick(query, config, loads);
+  auto chosen = pick(query, config, loads, now);
   if (chosen && query.session != 0 && config.session_affinity_ttl_secs > 0) keep_session_worker(query, now, *chosen);
   if (!chosen) {
     ++unroutable_;
@@ -178,7 +188,7 @@ route_decision worker_set_router::decide(const route_query& query, time_point no
   decision.overlap_blocks = worker_overlaps_[chosen->worker];
   if (pair) {
     mark_routable(pool::decode, now);
-    const auto decode = pick(query, decode_config_, loads);
+    const auto decode = pick(query, decode_config_, loads, now);
     if (!decode) {
       ++unroutable_;
       decision.failure = route_failure::no_decode_worker;

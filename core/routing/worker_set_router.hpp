@@ -150,8 +150,9 @@ class worker_set_router {
 
   [[nodiscard]] bool healthy(std::uint32_t worker, time_point now) const;
   /// Busy: its booked prefill tokens exceed `busy_threshold` x its prefill batch size (the
-  /// engine's own when its metrics tell it, else `max_num_batched_tokens`), or its engine
-  /// reports waiting requests (traffic this router did not send, or a batch it cannot fit).
+  /// engine's own when its metrics tell it, else `max_num_batched_tokens`), or, with
+  /// `engine_waiting_busy`, its engine reports waiting requests (otherwise the cost prices
+  /// those this router did not send: `engine_queue_weight`).
   /// Busy workers get no new request while another worker is free; when none is, requests
   /// wait in the set's queue (busy_threshold > 0) or go to the cheapest as before.
   [[nodiscard]] bool busy(std::uint32_t worker, time_point now) const;
@@ -189,7 +190,10 @@ class worker_set_router {
   bool keep_free_workers_only(const route_query& query, time_point now);
   /// The selector's pick among `healthy_` under `config`, the loads being `loads`.
   [[nodiscard]] std::optional<selection> pick(const route_query& query, const router_config& config,
-                                              std::span<const worker_load> loads);
+                                              std::span<const worker_load> loads, time_point now);
+  /// Requests `worker`'s engine last reported waiting beyond the bookings (this router's and
+  /// its peers') whose first token has not come: 0 without a fresh scrape.
+  [[nodiscard]] double unexplained_engine_queue(std::uint32_t worker, std::span<const worker_load> loads, time_point now) const;
   /// Per worker: the blocks the index has it hold, and its events' removals (sums over its publishers).
   [[nodiscard]] std::uint64_t resident_blocks(std::uint32_t worker) const;
   [[nodiscard]] std::uint64_t removed_events(std::uint32_t worker) const;

@@ -13,7 +13,8 @@ double kv_cost(const worker_candidate& candidate, const cost_params& params) {
       std::max(0.0, request_blocks - params.overlap_score_credit * static_cast<double>(candidate.overlap_blocks));
   const double decode_blocks = static_cast<double>(candidate.active_decode_blocks) +
                                std::max(0.0, request_blocks - static_cast<double>(candidate.active_overlap_blocks));
-  return params.prefill_load_scale * prefill_blocks + decode_blocks +
+  const double queued_blocks = std::max(0.0, candidate.engine_queued_requests) * request_blocks;
+  return params.prefill_load_scale * (prefill_blocks + params.engine_queue_weight * queued_blocks) + decode_blocks +
          params.eviction_weight * static_cast<double>(candidate.evicted_blocks);
 }
 

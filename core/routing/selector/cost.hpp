@@ -3,8 +3,9 @@
 ///
 ///     prefill_blocks = active_prefill_tokens / bs + max(0, ceil(isl / bs) - credit * overlap)
 ///     decode_blocks  = active_decode_blocks + ceil(isl / bs) - active_overlap
-///     cost           = prefill_load_scale * prefill_blocks + decode_blocks
-///                      + eviction_weight * evicted_blocks
+///     queued_blocks  = engine_queued_requests * ceil(isl / bs)
+///     cost           = prefill_load_scale * (prefill_blocks + engine_queue_weight * queued_blocks)
+///                      + decode_blocks + eviction_weight * evicted_blocks
 ///
 /// Lower is better. With credit 0 the cost is purely load-based. `active_overlap` is how much
 /// of the prompt the worker already holds for its in-flight requests: an engine shares those
@@ -13,6 +14,9 @@
 /// group would be sent away from its cache as soon as it had traffic. `evicted_blocks` is how
 /// many cached blocks the prompt's new blocks would push out of the worker's full cache
 /// (core/routing/cache_capacity): hits later requests lose, a cost beyond this request's work.
+/// `engine_queued_requests` prices what an engine says it has waiting that the router did not
+/// send (another router's, clients that bypass it), each as long as this prompt: a queue is
+/// priced, not obeyed (a worker with one such request waiting is dearer, not unroutable).
 
 #include <cstdint>
 
@@ -28,6 +32,9 @@ struct worker_candidate {
   std::uint64_t active_decode_blocks = 0;
   std::uint32_t active_overlap_blocks = 0;  ///< of this prompt's blocks, those its in-flight requests hold
   std::uint64_t evicted_blocks = 0;  ///< cached blocks this prompt would evict there (0: room, or capacity unknown)
+  /// Requests its engine's last scrape reports waiting beyond this router's own requests not yet
+  /// started there: work ahead of this prompt that no booking accounts for.
+  double engine_queued_requests = 0;
 };
 
 /// The request-side inputs of the cost.
@@ -37,6 +44,7 @@ struct cost_params {
   double overlap_score_credit = 1.0;
   double prefill_load_scale = 1.0;
   double eviction_weight = 8.0;
+  double engine_queue_weight = 1.0;
 };
 
 [[nodiscard]] double kv_cost(const worker_candidate& candidate, const cost_params& params);

@@ -37,7 +37,7 @@ TEST(remote_bookings, a_peers_booking_counts_on_its_worker_until_it_finishes) {
   remote_bookings remote = two_workers();
   sender r1;
   remote.apply(r1.events({booked(1, "w1", 64)}), t0);
-  EXPECT_EQ(remote.load(1), (worker_load{.prefill_tokens = 64, .decode_blocks = 4, .requests = 1}));
+  EXPECT_EQ(remote.load(1), (worker_load{.prefill_tokens = 64, .decode_blocks = 4, .requests = 1, .awaiting_first_token = 1}));
   EXPECT_EQ(remote.load(0), worker_load{});
   remote.apply(r1.events({first_token(1)}), t0);
   EXPECT_EQ(remote.load(1).prefill_tokens, 0u);

@@ -14,15 +14,17 @@ TEST(active_sequences, booking_adds_uncached_prefill_tokens_and_the_requests_blo
   active_sequences active(16, true, seconds(600));
   // 100 tokens, 2 blocks cached: 68 tokens to prefill, ceil(100 / 16) = 7 blocks held.
   ASSERT_TRUE(active.book({.request_id = 1, .worker = 3, .prompt_tokens = 100, .overlap_blocks = 2}, t0));
-  EXPECT_EQ(active.load(3), (worker_load{68, 7, 1}));
+  EXPECT_EQ(active.load(3), (worker_load{68, 7, 1, 1}));
   EXPECT_EQ(active.load(0), worker_load{});
 }
 
 TEST(active_sequences, the_first_token_ends_prefill_and_release_ends_the_rest) {
   active_sequences active(16, true, seconds(600));
   active.book({.request_id = 1, .worker = 0, .prompt_tokens = 32, .overlap_blocks = 0}, t0);
+  EXPECT_EQ(active.load(0).awaiting_first_token, 1u);
   active.first_token(1);
-  EXPECT_EQ(active.load(0), (worker_load{0, 2, 1}));
+  active.first_token(1);  // a second first token changes nothing
+  EXPECT_EQ(active.load(0), (worker_load{0, 2, 1, 0}));
   active.release(1);
   EXPECT_EQ(active.load(0), worker_load{});
   EXPECT_EQ(active.in_flight(), 0u);
@@ -43,7 +45,7 @@ TEST(active_sequences, a_duplicate_booking_is_refused_without_changing_loads) {
   active_sequences active(16, true, seconds(600));
   EXPECT_TRUE(active.book({.request_id = 5, .worker = 1, .prompt_tokens = 16}, t0));
   EXPECT_FALSE(active.book({.request_id = 5, .worker = 2, .prompt_tokens = 160}, t0));
-  EXPECT_EQ(active.load(1), (worker_load{16, 1, 1}));
+  EXPECT_EQ(active.load(1), (worker_load{16, 1, 1, 1}));
   EXPECT_EQ(active.load(2), worker_load{});
 }
 
@@ -56,7 +58,7 @@ TEST(active_sequences, overlap_beyond_the_prompt_leaves_no_prefill) {
 TEST(active_sequences, without_block_tracking_only_prefill_counts) {
   active_sequences active(16, false, seconds(600));
   active.book({.request_id = 1, .worker = 0, .prompt_tokens = 64}, t0);
-  EXPECT_EQ(active.load(0), (worker_load{64, 0, 1}));
+  EXPECT_EQ(active.load(0), (worker_load{64, 0, 1, 1}));
 }
 
 TEST(active_sequences, stale_bookings_expire_and_fresh_ones_stay) {
@@ -65,7 +67,7 @@ TEST(active_sequences, stale_bookings_expire_and_fresh_ones_stay) {
   active.book({.request_id = 2, .worker = 0, .prompt_tokens = 32}, t0 + seconds(30));
   EXPECT_EQ(active.expire(t0 + seconds(59)), 0u);
   EXPECT_EQ(active.expire(t0 + seconds(60)), 1u);
-  EXPECT_EQ(active.load(0), (worker_load{32, 2, 1}));
+  EXPECT_EQ(active.load(0), (worker_load{32, 2, 1, 1}));
   active.release(2);
   EXPECT_EQ(active.expire(t0 + seconds(1000)), 0u) << "a released booking does not expire again";
   EXPECT_EQ(active.counters().expired, 1u);

@@ -371,6 +371,7 @@ TEST(worker_set_router, a_worker_past_its_booked_prefill_threshold_is_busy_and_p
 
 TEST(worker_set_router, without_a_queue_busy_workers_are_avoided_but_never_refuse_a_request) {
   worker_set_router_settings settings = kv_set(2);  // busy_threshold 0: no queue
+  settings.config.engine_queue_weight = 0;            // the engines' queues not priced: the cache decides
   worker_set_router router(settings);
   router.on_engine_metrics(0, waiting(3), t0);
   router.on_engine_metrics(1, waiting(0), t0);
@@ -382,6 +383,42 @@ TEST(worker_set_router, without_a_queue_busy_workers_are_avoided_but_never_refus
   const route_decision both_busy = router.decide(cached.query(2), t0);
   ASSERT_TRUE(both_busy.ok()) << "with no queue, all busy means: route as before";
   EXPECT_EQ(both_busy.worker, 0u);
+}
+
+TEST(worker_set_router, with_engine_waiting_busy_off_a_queue_is_priced_not_obeyed) {
+  worker_set_router_settings settings = kv_set(2);
+  settings.config.engine_waiting_busy = false;
+  worker_set_router router(settings);
+  router.on_kv_batch(0, false, stored_batch({10, 20, 30}), t0);
+  const query_builder cached{request_hashes({10, 20, 30, 40})};
+  router.on_engine_metrics(0, waiting(1), t0);
+  router.on_engine_metrics(1, waiting(0), t0);
+  EXPECT_FALSE(router.busy(0, t0)) << "waiting requests do not make a worker busy";
+  // One request of this prompt's length waiting ahead (4 blocks) outweighs 3 cached blocks.
+  EXPECT_EQ(router.decide(cached.query(1, true), t0).worker, 1u);
+  // A queue no longer than this router's own unstarted requests there is not counted twice:
+  // they are booked already. Booked on worker 0 and waiting there, the cache wins again.
+  worker_set_router_settings fresh_settings = kv_set(2);
+  fresh_settings.config.engine_waiting_busy = false;
+  worker_set_router fresh(fresh_settings);
+  fresh.on_kv_batch(0, false, stored_batch({10, 20, 30}), t0);
+  const route_decision first = fresh.decide(cached.query(1), t0);
+  ASSERT_EQ(first.worker, 0u);
+  fresh.on_engine_metrics(0, waiting(1), t0);  // the first request, not yet started
+  fresh.on_engine_metrics(1, waiting(0), t0);
+  EXPECT_EQ(fresh.decide(cached.query(2, true), t0).worker, 0u) << "the waiting request is the router's own";
+  fresh.on_engine_metrics(0, waiting(3), t0);  // two more than it sent: priced
+  EXPECT_EQ(fresh.decide(cached.query(3, true), t0).worker, 1u);
+}
+
+TEST(worker_set_router, an_engine_queue_weight_of_zero_leaves_the_queue_out_of_the_cost) {
+  worker_set_router_settings settings = kv_set(2);
+  settings.config.engine_waiting_busy = false;
+  settings.config.engine_queue_weight = 0;
+  worker_set_router router(settings);
+  router.on_kv_batch(0, false, stored_batch({10, 20, 30}), t0);
+  router.on_engine_metrics(0, waiting(5), t0);
+  EXPECT_EQ(router.decide(query_builder{request_hashes({10, 20, 30, 40})}.query(1, true), t0).worker, 0u);
 }
 
 TEST(worker_set_router, engine_metrics_count_only_while_fresh) {
