@@ -149,7 +149,7 @@ const option_table<options>& serving_options() {
     t.push_back(integer<options>("--health-successes", "N", "good probes in a row before it is up again",
                                  [](auto& o) -> auto& { return o.serve.pipeline.health.successes; }, 1, 1000));
     t.push_back(duration<options>("--engine-metrics-interval-ms",
-                                  "GET /metrics on every worker this often (waiting requests make a worker busy); 0 = off",
+                                  "GET /metrics on every worker this often (kv mode prices engines' waiting requests, other modes avoid them); 0 = off",
                                   [](auto& o) -> auto& { return o.serve.pipeline.engine_metrics.interval; }, 0, 3600000));
     t.push_back(duration<options>("--engine-metrics-timeout-ms", "a scrape slower than this fails",
                                   [](auto& o) -> auto& { return o.serve.pipeline.engine_metrics.timeout; }, 1, 600000));

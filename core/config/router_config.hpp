@@ -53,9 +53,11 @@ struct router_config {
   // Requests that find every routable worker busy wait in the set's queue.
   /// 0 turns the queue off: every request is forwarded at once.
   double busy_threshold = 0.0;
-  /// Whether a worker whose engine's last scrape reports waiting requests is busy (the hard
-  /// filter: passed over while another worker is free). Off, the queue is priced instead.
-  bool engine_waiting_busy = true;
+  /// kv mode: whether a worker whose engine's last scrape reports waiting requests is busy (the
+  /// hard filter: passed over while another worker is free). Off, the queue is priced instead
+  /// (`engine_queue_weight`), which measured 3-4x lower mean TTFT near capacity
+  /// (docs/benchmarks.md). The load-only modes, with no cost to price it in, always obey it.
+  bool engine_waiting_busy = false;
   /// kv mode: each request an engine reports waiting beyond this router's own requests not yet
   /// started there (traffic that bypasses it, another router's) adds this many times the
   /// routed prompt's blocks to the worker's prefill load. 0 ignores engines' queues in the cost.

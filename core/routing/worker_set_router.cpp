@@ -44,7 +44,10 @@ bool worker_set_router::busy(std::uint32_t worker, time_point now) const {
   const worker_state& w = workers_[worker];
   const bool engine_fresh = now < w.engine_until;
   const router_config& config = settings_.config;
-  if (config.engine_waiting_busy && engine_fresh && w.engine.waiting_requests.value_or(0) > 0) return true;
+  // kv mode prices an engine's queue in its cost; the load-only modes have no cost to price it
+  // in, so there a queue is obeyed.
+  const bool obeys_engine_queue = config.mode != router_mode::kv || config.engine_waiting_busy;
+  if (obeys_engine_queue && engine_fresh && w.engine.waiting_requests.value_or(0) > 0) return true;
   if (!queues_when_busy(config)) return false;
   const std::uint32_t batch = engine_fresh && w.engine.max_num_batched_tokens ? *w.engine.max_num_batched_tokens
                                                                             : config.max_num_batched_tokens;

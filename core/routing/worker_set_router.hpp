@@ -150,9 +150,9 @@ class worker_set_router {
 
   [[nodiscard]] bool healthy(std::uint32_t worker, time_point now) const;
   /// Busy: its booked prefill tokens exceed `busy_threshold` x its prefill batch size (the
-  /// engine's own when its metrics tell it, else `max_num_batched_tokens`), or, with
-  /// `engine_waiting_busy`, its engine reports waiting requests (otherwise the cost prices
-  /// those this router did not send: `engine_queue_weight`).
+  /// engine's own when its metrics tell it, else `max_num_batched_tokens`), or its engine
+  /// reports waiting requests, in the load-only modes and in kv mode with `engine_waiting_busy`
+  /// (otherwise kv's cost prices those this router did not send: `engine_queue_weight`).
   /// Busy workers get no new request while another worker is free; when none is, requests
   /// wait in the set's queue (busy_threshold > 0) or go to the cheapest as before.
   [[nodiscard]] bool busy(std::uint32_t worker, time_point now) const;

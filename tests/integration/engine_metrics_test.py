@@ -4,7 +4,8 @@ report waiting requests (traffic that bypasses the router), in the modes ingress
 (round-robin) and in the scorer's (kv); bad scrapes are counted, never fatal.
 
 1. Round-robin and load-aware kv: a worker whose /metrics says vllm:num_requests_waiting 5 gets
-   no request while the other is free; /v1/router/sets shows it busy with its engine gauges;
+   no request while the other is free (round-robin obeys the queue: the worker is busy; kv
+   prices it: the worker is not busy, only dearer); /v1/router/sets shows its engine gauges;
    once it reports 0 it is used again.
 2. A worker answering HTML, lines of garbage, too many labels, or a body past the scrape limit
    is counted (unusable / malformed lines / failures) and keeps being routed to.
@@ -45,23 +46,26 @@ def routed_to(router, n):
 workers = [Worker(f"w{i}") for i in range(2)]
 router = None
 try:
-    # 1. Waiting requests make a worker busy.
-    for mode in (["--router-mode", "round-robin"], ["--load-aware"]):
+    # 1. Waiting requests make a worker busy (round-robin) or dearer (kv).
+    for mode, obeys in ((["--router-mode", "round-robin"], True), (["--load-aware"], False)):
         name = " ".join(mode)
         for w, waiting in zip(workers, (5, 0)):
             w.set_metrics(vllm_metrics(waiting))
         router = Router(kvrouter, "m", [f"{w.url},id={w.name}" for w in workers], *mode, *SCRAPE)
-        busy = wait_for(lambda: live_workers(router)["w0"]["busy"] and time.sleep(0.3) is None, 5)
-        f.check(bool(busy), f"{name}: the scrape marks w0 busy")
+        scraped = wait_for(lambda: live_workers(router)["w0"]["engine"].get("waiting_requests") == 5
+                           and time.sleep(0.3) is None, 5)
+        f.check(bool(scraped), f"{name}: the scrape reaches the router")
         live = live_workers(router)
+        f.check(live["w0"]["busy"] == obeys, f"{name}: w0 {'is' if obeys else 'is not'} busy ({live['w0']['busy']})")
         f.check(live["w0"]["engine"] == {"waiting_requests": 5, "running_requests": 1, "kv_cache_usage": 0.5},
                 f"{name}: /v1/router/sets shows w0's engine gauges ({live['w0']['engine']})")
         f.check(router.worker_gauge("kvrouter_worker_engine_waiting_requests", "w0") == 5 and
-                router.worker_gauge("kvrouter_worker_busy", "w0") == 1, f"{name}: /metrics too")
+                router.worker_gauge("kvrouter_worker_busy", "w0") == (1 if obeys else 0), f"{name}: /metrics too")
         picks = routed_to(router, 8)
-        f.check(picks == ["w1"] * 8, f"{name}: every request goes to the free worker ({picks})")
+        f.check(picks == ["w1"] * 8, f"{name}: every request goes to the worker without a queue ({picks})")
         workers[0].set_metrics(vllm_metrics(0))
-        f.check(bool(wait_for(lambda: not live_workers(router)["w0"]["busy"], 5)), f"{name}: w0 reports 0 waiting: free again")
+        f.check(bool(wait_for(lambda: live_workers(router)["w0"]["engine"].get("waiting_requests") == 0 and
+                              not live_workers(router)["w0"]["busy"], 5)), f"{name}: w0 reports 0 waiting: free again")
         time.sleep(0.3)
         # Two idle workers tie in kv mode, and the selector breaks ties at random: of 8 requests,
         # 1 run in 128 sent all to one worker (the ASan run once did). 24 make that 1 in 8 million.

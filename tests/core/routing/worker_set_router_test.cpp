@@ -371,6 +371,7 @@ TEST(worker_set_router, a_worker_past_its_booked_prefill_threshold_is_busy_and_p
 
 TEST(worker_set_router, without_a_queue_busy_workers_are_avoided_but_never_refuse_a_request) {
   worker_set_router_settings settings = kv_set(2);  // busy_threshold 0: no queue
+  settings.config.engine_waiting_busy = true;         // the hard filter, as kv mode had it by default
   settings.config.engine_queue_weight = 0;            // the engines' queues not priced: the cache decides
   worker_set_router router(settings);
   router.on_engine_metrics(0, waiting(3), t0);
@@ -421,8 +422,25 @@ TEST(worker_set_router, an_engine_queue_weight_of_zero_leaves_the_queue_out_of_t
   EXPECT_EQ(router.decide(query_builder{request_hashes({10, 20, 30, 40})}.query(1, true), t0).worker, 0u);
 }
 
+TEST(worker_set_router, the_load_only_modes_obey_an_engines_queue_having_no_cost_to_price_it_in) {
+  for (const router_mode mode : {router_mode::round_robin, router_mode::random, router_mode::power_of_two, router_mode::least_loaded}) {
+    worker_set_router_settings settings = kv_set(2);
+    settings.config.mode = mode;
+    settings.config.engine_waiting_busy = false;
+    worker_set_router router(settings);
+    router.on_engine_metrics(0, waiting(1), t0);
+    EXPECT_TRUE(router.busy(0, t0));
+    EXPECT_EQ(router.decide(query_builder{request_hashes({1, 2})}.query(1, true), t0).worker, 1u);
+  }
+  worker_set_router kv(kv_set(2));
+  kv.on_engine_metrics(0, waiting(1), t0);
+  EXPECT_FALSE(kv.busy(0, t0)) << "kv mode prices it by default";
+}
+
 TEST(worker_set_router, engine_metrics_count_only_while_fresh) {
-  worker_set_router router(queueing_set(2, 8192));
+  worker_set_router_settings settings = queueing_set(2, 8192);
+  settings.config.engine_waiting_busy = true;
+  worker_set_router router(settings);
   router.on_engine_metrics(0, waiting(5), t0);
   EXPECT_TRUE(router.busy(0, t0 + 2s));
   EXPECT_FALSE(router.busy(0, t0 + 3s)) << "a scrape older than the freshness limit says nothing";
