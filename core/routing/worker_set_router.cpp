@@ -64,6 +64,12 @@ bool worker_set_router::on_engine_metrics(std::uint32_t worker, const engine_met
   if (worker >= workers_.size()) return false;
   worker_state& w = workers_[worker];
   w.engine = metrics;
+  // Judged as the scrape comes, against the bookings then: by the time a request is routed on a
+  // scrape seconds old, many of the requests it saw waiting have started, and measured against
+  // the bookings of that later moment they read as a queue nobody sent (at 700 requests/s the
+  // cost then priced a phantom queue on every worker).
+  w.engine_unexplained_waiting =
+      std::max(0.0, metrics.waiting_requests.value_or(0) - static_cast<double>(booked_load(worker).awaiting_first_token));
   if (metrics.num_gpu_blocks) capacity_.set_reported(worker, *metrics.num_gpu_blocks, static_cast<std::uint32_t>(publishers_of_[worker].size()));
   w.engine_until = now + settings_.engine_metrics_ttl;
   const bool restarted = engine_restarted(w.engine_start, metrics.start_time);
@@ -141,19 +147,16 @@ void worker_set_router::mark_routable(pool from, time_point now) {
   }
 }
 
-double worker_set_router::unexplained_engine_queue(std::uint32_t worker, std::span<const worker_load> loads,
-                                                   time_point now) const {
+double worker_set_router::unexplained_engine_queue(std::uint32_t worker, time_point now) const {
   const worker_state& w = workers_[worker];
-  if (now >= w.engine_until || !w.engine.waiting_requests) return 0;
-  const double ours = worker < loads.size() ? loads[worker].awaiting_first_token : 0;
-  return std::max(0.0, *w.engine.waiting_requests - ours);
+  return now < w.engine_until ? w.engine_unexplained_waiting : 0.0;
 }
 
 std::optional<selection> worker_set_router::pick(const route_query& query, const router_config& config,
                                                  std::span<const worker_load> loads, time_point now) {
   collect_candidates(worker_overlaps_, loads, healthy_, query.excluded_workers, candidates_, active_overlaps_);
   if (config.mode == router_mode::kv && config.engine_queue_weight > 0)
-    for (worker_candidate& c : candidates_) c.engine_queued_requests = unexplained_engine_queue(c.worker, loads, now);
+    for (worker_candidate& c : candidates_) c.engine_queued_requests = unexplained_engine_queue(c.worker, now);
   if (config.eviction_weight > 0 && uses_prefix_overlap(config))
     for (worker_candidate& c : candidates_) c.evicted_blocks = evicted_blocks(c.worker, c.overlap_blocks, query.sequence_hashes.size());
   return select_worker(candidates_, config, {query.prompt_tokens, round_robin_ticket_}, rng_);

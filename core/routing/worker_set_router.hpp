@@ -172,6 +172,7 @@ class worker_set_router {
     std::uint64_t failures = 0;
     engine_metrics engine;
     time_point engine_until{};  ///< `engine` counts until then
+    double engine_unexplained_waiting = 0;  ///< waiting beyond the unstarted bookings, at the scrape
     std::optional<double> engine_start;  ///< the engine's start time as last scraped
     std::uint64_t engine_restarts = 0;
   };
@@ -192,8 +193,8 @@ class worker_set_router {
   [[nodiscard]] std::optional<selection> pick(const route_query& query, const router_config& config,
                                               std::span<const worker_load> loads, time_point now);
   /// Requests `worker`'s engine last reported waiting beyond the bookings (this router's and
-  /// its peers') whose first token has not come: 0 without a fresh scrape.
-  [[nodiscard]] double unexplained_engine_queue(std::uint32_t worker, std::span<const worker_load> loads, time_point now) const;
+  /// its peers') whose first token had not come when the scrape arrived: 0 without a fresh one.
+  [[nodiscard]] double unexplained_engine_queue(std::uint32_t worker, time_point now) const;
   /// Per worker: the blocks the index has it hold, and its events' removals (sums over its publishers).
   [[nodiscard]] std::uint64_t resident_blocks(std::uint32_t worker) const;
   [[nodiscard]] std::uint64_t removed_events(std::uint32_t worker) const;
