@@ -42,7 +42,7 @@ const std::array<knob, 21> knob_table{{
     {{"approx_ttl_secs", "SECONDS", "lifetime of a predicted index entry in approximate mode", ">= 1 in approximate mode"}, &rc::approx_ttl_secs},
     {{"max_index_blocks", "N", "hard bound on (worker, block) index entries per worker set", ">= 1"}, &rc::max_index_blocks},
     {{"block_size", "TOKENS", "tokens per KV block, as the engines are configured", ">= 1"}, &rc::block_size},
-    {{"busy_threshold", "NUMBER", "a worker is busy beyond this many batches of booked prefill tokens (or with waiting requests); requests wait in the set's queue while every worker is busy; 0 = no queue", ">= 0"}, &rc::busy_threshold},
+    {{"busy_threshold", "NUMBER", "a worker is busy beyond this many batches of booked prefill tokens (or with waiting requests, where engine queues are obeyed: engine_waiting_busy); requests wait in the set's queue while every worker is busy; 0 = no queue", ">= 0"}, &rc::busy_threshold},
     {{"engine_waiting_busy", "true|false", "kv mode: a worker whose engine reports waiting requests is busy (passed over while another is free); false prices the queue instead (engine_queue_weight); other modes always treat it as busy", "true|false"}, &rc::engine_waiting_busy},
     {{"engine_queue_weight", "NUMBER", "kv mode: each request an engine reports waiting beyond this router's unstarted ones there costs this many of the routed prompt's blocks of prefill", ">= 0"}, &rc::engine_queue_weight},
     {{"max_num_batched_tokens", "TOKENS", "the engines' prefill batch size (vLLM --max-num-batched-tokens)", ">= 1"}, &rc::max_num_batched_tokens},
