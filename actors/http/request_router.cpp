@@ -215,6 +215,7 @@ route_verdict request_router::answer_dry_run(const route_decision& decision) con
                           {"cached_blocks", c.cached_blocks},
                           {"cache_capacity_blocks", c.cache_capacity_blocks ? nlohmann::json(*c.cache_capacity_blocks) : nlohmann::json(nullptr)},
                           {"evicted_blocks", c.evicted_blocks},
+                          {"engine_queued_requests", c.engine_queued_requests},
                           {"cost", c.cost ? nlohmann::json(*c.cost) : nlohmann::json(nullptr)},
                           {"healthy", c.healthy},
                           {"busy", c.busy}});

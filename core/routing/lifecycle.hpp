@@ -73,6 +73,8 @@ struct candidate_view {
   std::uint64_t cached_blocks = 0;
   std::optional<std::uint64_t> cache_capacity_blocks;
   std::uint64_t evicted_blocks = 0;
+  /// Requests its engine last reported waiting beyond the bookings (kv mode prices them).
+  double engine_queued_requests = 0;
   /// What the mode compared for it (kv cost, booked load); nullopt where the mode compares
   /// nothing or the worker was not a candidate (unhealthy, excluded, busy).
   std::optional<double> cost;

@@ -238,6 +238,7 @@ void worker_set_router::fill_dry_run(route_decision& decision, time_point now, s
          .cached_blocks = resident,
          .cache_capacity_blocks = capacity_.capacity(w),
          .evicted_blocks = evicted_blocks(w, worker_overlaps_[w], prompt_blocks),
+         .engine_queued_requests = unexplained_engine_queue(w, now),
          .cost = candidate == candidates_.end() ? std::nullopt : comparable_cost(*candidate, settings_.config, decision.prompt_tokens),
          .healthy = healthy(w, now),
          .busy = w < busy_.size() && busy_[w] != 0});

@@ -409,7 +409,11 @@ TEST(worker_set_router, with_engine_waiting_busy_off_a_queue_is_priced_not_obeye
   fresh.on_engine_metrics(1, waiting(0), t0);
   EXPECT_EQ(fresh.decide(cached.query(2, true), t0).worker, 0u) << "the waiting request is the router's own";
   fresh.on_engine_metrics(0, waiting(3), t0);  // two more than it sent: priced
-  EXPECT_EQ(fresh.decide(cached.query(3, true), t0).worker, 1u);
+  const route_decision priced = fresh.decide(cached.query(3, true), t0);
+  EXPECT_EQ(priced.worker, 1u);
+  ASSERT_EQ(priced.candidates.size(), 2u);
+  EXPECT_EQ(priced.candidates[0].engine_queued_requests, 2.0) << "a dry run shows the queue it priced";
+  EXPECT_EQ(priced.candidates[1].engine_queued_requests, 0.0);
 }
 
 TEST(worker_set_router, an_engine_queue_weight_of_zero_leaves_the_queue_out_of_the_cost) {
