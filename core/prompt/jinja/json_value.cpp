@@ -10,6 +10,8 @@
 
 #include <simdjson.h>
 
+#include "core/prompt/jinja/utf8.hpp"
+
 namespace kvr::jinja {
 namespace {
 
@@ -29,25 +31,7 @@ int hex_digit(char c) {
   return -1;
 }
 
-void append_utf8(std::string& out, std::uint32_t code_point) {
-  if (code_point < 0x80) {
-    out += static_cast<char>(code_point);
-  } else if (code_point < 0x800) {
-    out += static_cast<char>(0xC0 | (code_point >> 6));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  } else if (code_point < 0x10000) {
-    out += static_cast<char>(0xE0 | (code_point >> 12));
-    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code_point >> 18));
-    out += static_cast<char>(0x80 | ((code_point >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  }
-}
-
-using members_t = std::vector<std::pair<std::string, value>>;
+using members_t = decltype(dict::items);
 
 /// Members by key, as positions in the object's items (stable as the vector grows, where a
 /// short key's characters, stored inside its std::string, are not); looked up by a key's text.

@@ -9,6 +9,7 @@
 #include "core/prompt/jinja/ast.hpp"
 #include "core/prompt/jinja/error.hpp"
 #include "core/prompt/jinja/lexer.hpp"
+#include "core/prompt/jinja/utf8.hpp"
 
 namespace kvr::jinja {
 
@@ -19,24 +20,6 @@ struct token {
   kind type = kind::end;
   std::string text;
 };
-
-void append_utf8(std::string& out, std::uint32_t code) {
-  if (code < 0x80) {
-    out += static_cast<char>(code);
-  } else if (code < 0x800) {
-    out += static_cast<char>(0xC0 | (code >> 6));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else if (code < 0x10000) {
-    out += static_cast<char>(0xE0 | (code >> 12));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code >> 18));
-    out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code & 0x3F));
-  }
-}
 
 std::vector<token> tokenize_expression(std::string_view s, int line) {
   std::vector<token> tokens;
