@@ -62,9 +62,10 @@ struct hasher_state {
     return std::move(*rendered);
   }
 
+  /// Stops past the set's token limit: the prompt is refused then, and costs no more work.
   void tokenize(std::string_view text) {
     tokens.clear();
-    text_tokenizer->encode(text, tokens);
+    text_tokenizer->encode(text, tokens, resources.max_prompt_tokens);
     hasher_counters& counters = *resources.counters;
     counters.prompts_tokenized.fetch_add(1, std::memory_order_relaxed);
     const auto now = text_tokenizer->segment_stats();

@@ -88,7 +88,6 @@ class bucket_merger {
       s_.ranks_pending.pop_back();
       merge_bucket(rank);
     }
-    compact(symbols_, s_.removed);
   }
 
  private:
@@ -181,16 +180,46 @@ class bucket_merger {
   std::uint32_t merging_below_ = 0;  ///< pairs ranked below this wait in `urgent`, not a bucket
 };
 
+/// A piece longer than a window, merged a window at a time (bpe_windows says why that is exact).
+void merge_by_windows(std::string_view piece, const bpe_byte_tokens& byte_token, const bpe_merges& merges,
+                      std::vector<std::uint32_t>& symbols, bpe_scratch& scratch, std::size_t stop_after,
+                      bpe_windows windows) {
+  symbols.clear();
+  std::vector<std::uint32_t>& window = scratch.window;
+  for (std::size_t start = 0; start < piece.size() && symbols.size() <= stop_after;) {
+    const std::size_t rest = piece.size() - start;
+    const bool last = rest <= windows.span + windows.lookahead;
+    const std::size_t length = last ? rest : windows.span + windows.lookahead;
+    load_bytes(piece.substr(start, length), byte_token, window);
+    bucket_merger(merges, window, scratch).run();
+    // A surviving symbol's position is the byte it begins at: keep those that begin before the
+    // last id to begin within the span (or, should one id outgrow the span, the first after it).
+    std::size_t cut = length;
+    if (!last) {
+      cut = windows.span;
+      while (cut > 0 && scratch.removed[cut]) --cut;
+      if (cut == 0)
+        for (cut = windows.span; cut < length && scratch.removed[cut];) ++cut;
+    }
+    for (std::size_t i = 0; i < cut; ++i)
+      if (!scratch.removed[i]) symbols.push_back(window[i]);
+    start += cut;
+  }
+}
+
 }  // namespace
 
 void bpe_merge_piece(std::string_view piece, const bpe_byte_tokens& byte_token, const bpe_merges& merges,
-                     std::vector<std::uint32_t>& symbols, bpe_scratch& scratch) {
-  // Positions are 32-bit; a longer piece (more than 4 GiB in one word) takes the reference path.
-  if (piece.size() >= none) return bpe_merge_piece_by_heap(piece, byte_token, merges, symbols);
+                     std::vector<std::uint32_t>& symbols, bpe_scratch& scratch, std::size_t stop_after,
+                     bpe_windows windows) {
+  windows.span = std::clamp<std::size_t>(windows.span, 1, none / 2);
+  windows.lookahead = std::min<std::size_t>(windows.lookahead, none / 2);
+  if (piece.size() > windows.span + windows.lookahead)
+    return merge_by_windows(piece, byte_token, merges, symbols, scratch, stop_after, windows);
   load_bytes(piece, byte_token, symbols);
   if (symbols.size() <= scan_limit) return merge_by_scan(merges, symbols);
   bucket_merger(merges, symbols, scratch).run();
-  if (piece.size() > bpe_kept_scratch_bytes) scratch = bpe_scratch{};
+  compact(symbols, scratch.removed);
 }
 
 void bpe_merge_piece_by_heap(std::string_view piece, const bpe_byte_tokens& byte_token, const bpe_merges& merges,

@@ -57,15 +57,30 @@ struct bpe_scratch {
   std::vector<ranked> urgent;  ///< min-heap of pairs found at or below the rank being merged
   std::vector<std::uint32_t> prev, next;
   std::vector<bool> removed;
+  std::vector<std::uint32_t> window;  ///< one window's symbols, when a long piece is merged by windows
 };
 
-/// Pieces up to this many bytes leave their scratch (about 30 bytes per byte) allocated for the
-/// next; a longer one lets it go, so that one huge word does not pin it for the thread's life.
-inline constexpr std::size_t bpe_kept_scratch_bytes = std::size_t{1} << 20;
+/// How a piece longer than `span + lookahead` bytes is merged: a window at a time, so that its
+/// scratch (about 30 bytes per byte) is the window's, not the piece's, and a piece whose ids
+/// pass a limit stops there. Each window of `span + lookahead` bytes is merged whole; its ids
+/// that begin within the first `span` bytes are kept, and the next window begins where the
+/// first id not kept does. That is exact whenever that boundary is also one of the whole
+/// piece's merge (no merge ever crosses a boundary of the result, so both sides merge as they
+/// would alone): merges are local, and `lookahead` bytes of context past the boundary decide
+/// it in every text the tests know (bpe_merge_test holds windows to the whole merge on one
+/// letter, spaces, digits, repeated patterns and random text, with HuggingFace's Qwen3 table).
+/// HuggingFace merges a piece whole; a 64 KiB word is already far past real text.
+struct bpe_windows {
+  std::size_t span = std::size_t{64} << 10;
+  std::size_t lookahead = std::size_t{4} << 10;
+};
 
-/// The token ids `piece` merges to, into `symbols` (cleared first).
+/// The token ids `piece` merges to, into `symbols` (cleared first). With `stop_after`, a long
+/// piece stops once more ids than that are in `symbols` (then `symbols` is a prefix of them,
+/// longer than `stop_after`): a prompt past a token limit costs the limit's work, not its own.
 void bpe_merge_piece(std::string_view piece, const bpe_byte_tokens& byte_token, const bpe_merges& merges,
-                     std::vector<std::uint32_t>& symbols, bpe_scratch& scratch);
+                     std::vector<std::uint32_t>& symbols, bpe_scratch& scratch, std::size_t stop_after = SIZE_MAX,
+                     bpe_windows windows = {});
 
 /// The same by the reference algorithm (one binary heap of every candidate pair, as
 /// HuggingFace's is): O(n log n). For the tests that hold the fast paths to it.

@@ -28,6 +28,9 @@ namespace {
 
 using json = nlohmann::json;
 
+/// A piece's ids are kept between pieces up to this many (4 MiB of them); a huge word's are let go.
+constexpr std::size_t kept_symbols = std::size_t{1} << 20;
+
 std::unexpected<tokenizer_error> fail(std::string message) { return std::unexpected(tokenizer_error{std::move(message)}); }
 
 /// GPT-2's byte-to-unicode table: printable bytes stand for themselves, the others for code
@@ -426,9 +429,10 @@ std::optional<std::uint32_t> tokenizer::added_token_id(std::string_view content)
   return std::nullopt;
 }
 
-void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
+void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out, std::size_t limit) {
   const tables& t = *tables_;
   cache& c = *cache_;
+  auto past_limit = [&] { return out.size() > limit; };
 
   /// The piece `segment.substr(from, size)`: from the cache, else merged (and cached).
   auto encode_piece = [&](std::string_view segment, std::size_t from, std::size_t size) {
@@ -445,11 +449,11 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
         return;
       }
     }
-    bpe_merge_piece(piece, t.byte_token, t.merges, c.symbols, c.merge_scratch);
+    bpe_merge_piece(piece, t.byte_token, t.merges, c.symbols, c.merge_scratch, limit - std::min(limit, out.size()));
     out.insert(out.end(), c.symbols.begin(), c.symbols.end());
     if (cacheable) c.pieces.insert(piece, key, c.symbols);
-    // A huge word's symbols (4 bytes per byte) are let go, as its merge scratch is.
-    if (size > bpe_kept_scratch_bytes) std::vector<std::uint32_t>().swap(c.symbols);
+    // A huge word's ids (up to 4 bytes per byte) are let go; its merge scratch is a window's.
+    if (c.symbols.capacity() > kept_symbols) std::vector<std::uint32_t>().swap(c.symbols);
   };
 
   auto encode_uncached_segment = [&](std::string_view segment) {
@@ -457,7 +461,7 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
     if (t.split) {
       if (!valid_utf8(segment)) return encode_piece(segment, 0, segment.size());  // as PCRE2 refuses it: one piece
       std::array<std::size_t, 256> ends;
-      for (std::size_t start = 0; start < segment.size();) {
+      for (std::size_t start = 0; start < segment.size() && !past_limit();) {
         const std::size_t count = piece_ends(*t.split, segment, start, ends);
         for (std::size_t i = 0; i < count; ++i) {
           encode_piece(segment, start, ends[i] - start);
@@ -471,7 +475,7 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
     std::size_t gap_start = 0;
     // PCRE2 validates the whole subject on every call unless told not to: check it once.
     std::uint32_t options = 0;
-    while (position <= segment.size()) {
+    while (position <= segment.size() && !past_limit()) {
       const int rc = pcre2_match(t.pattern, subject, segment.size(), position, options, c.match, nullptr);
       if (rc < 0) break;  // no more matches (or invalid UTF-8: the rest is one piece)
       options = PCRE2_NO_UTF_CHECK;
@@ -488,7 +492,7 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
         position = end;
       }
     }
-    if (gap_start < segment.size()) encode_piece(segment, gap_start, segment.size() - gap_start);
+    if (gap_start < segment.size() && !past_limit()) encode_piece(segment, gap_start, segment.size() - gap_start);
   };
 
   auto encode_segment = [&](std::string_view segment) {
@@ -501,7 +505,7 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
     }
     const std::size_t first = out.size();
     encode_uncached_segment(segment);
-    c.segments.insert(key, segment.size(), std::span(out).subspan(first));
+    if (!past_limit()) c.segments.insert(key, segment.size(), std::span(out).subspan(first));  // never a cut one
   };
 
   // Added tokens first: the earliest occurrence of any (the longest at equal positions). The
@@ -511,7 +515,7 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
   c.next_added.resize(firsts.size());
   for (std::size_t k = 0; k < firsts.size(); ++k) c.next_added[k] = text.find(firsts[k]);
   std::size_t position = 0;
-  while (position < text.size()) {
+  while (position < text.size() && !past_limit()) {
     std::size_t k = 0;
     for (std::size_t j = 1; j < firsts.size(); ++j)
       if (c.next_added[j] < c.next_added[k]) k = j;
@@ -533,7 +537,7 @@ void tokenizer::encode(std::string_view text, std::vector<std::uint32_t>& out) {
     for (std::size_t j = 0; j < firsts.size(); ++j)
       if (c.next_added[j] != std::string_view::npos && c.next_added[j] < position) c.next_added[j] = text.find(firsts[j], position);
   }
-  if (position < text.size()) encode_segment(text.substr(position));
+  if (position < text.size() && !past_limit()) encode_segment(text.substr(position));
 }
 
 }  // namespace kvr

@@ -38,7 +38,10 @@ class tokenizer {
 
   /// Appends the ids of `text` (UTF-8) to `out`. No special tokens are added. Not thread-safe
   /// (each hasher owns its copy's cache): use one tokenizer per thread, or `share()`.
-  void encode(std::string_view text, std::vector<std::uint32_t>& out);
+  /// With `limit`, it stops once `out` holds more ids than that (then `out.size() > limit` and
+  /// its ids are a prefix of the text's): a prompt that a token limit will refuse costs the
+  /// limit's work and memory, not its own.
+  void encode(std::string_view text, std::vector<std::uint32_t>& out, std::size_t limit = SIZE_MAX);
 
   /// A tokenizer sharing this one's read-only tables, with a cache of its own.
   [[nodiscard]] tokenizer share() const;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <numeric>
 #include <random>
 #include <string>
@@ -62,6 +64,56 @@ TEST(BpeMerge, every_piece_merges_as_the_reference_heap_does_whatever_its_length
       }
     }
   }
+}
+
+TEST(BpeMerge, a_piece_merged_a_window_at_a_time_gives_the_whole_merges_ids) {
+  // Windows of 256 bytes with 64 of lookahead, on pieces of up to 40 of them: every window's cut
+  // must fall where the whole merge has a boundary (long_words_test holds the real 64 KiB
+  // windows to HuggingFace on the Qwen3 table).
+  std::mt19937 rng(41);
+  const bpe_byte_tokens bytes = identity_bytes();
+  bpe_scratch scratch;
+  std::vector<std::uint32_t> windowed, reference;
+  for (int table_number = 0; table_number < 30; ++table_number) {
+    const bpe_merges table = random_table(rng, 8 + table_number * 6);
+    for (const std::size_t size : {321, 1000, 10000}) {
+      for (const int letters : {1, 2, 3, 4}) {
+        const std::string text = random_text(rng, size, letters);
+        bpe_merge_piece(text, bytes, table, windowed, scratch, SIZE_MAX, {.span = 256, .lookahead = 64});
+        bpe_merge_piece_by_heap(text, bytes, table, reference);
+        ASSERT_EQ(windowed, reference) << "table " << table_number << ", " << size << " bytes of " << letters << " letters";
+      }
+    }
+  }
+}
+
+TEST(BpeMerge, windows_smaller_than_a_token_still_cover_every_byte_once) {
+  // a+a, aa+aa, aaaa+aaaa make ids of 8 bytes; windows of 3 bytes cut them, but no byte is lost
+  // or repeated: the ids still spell the piece.
+  bpe_merges table;
+  table.rules.try_emplace(bpe_pair_key('a', 'a'), bpe_merge_rule{0, 256});
+  table.rules.try_emplace(bpe_pair_key(256, 256), bpe_merge_rule{1, 257});
+  table.rules.try_emplace(bpe_pair_key(257, 257), bpe_merge_rule{2, 258});
+  table.rank_limit = 3;
+  bpe_scratch scratch;
+  std::vector<std::uint32_t> ids;
+  bpe_merge_piece(std::string(1000, 'a'), identity_bytes(), table, ids, scratch, SIZE_MAX, {.span = 3, .lookahead = 2});
+  std::size_t spelled = 0;
+  for (const std::uint32_t id : ids) spelled += id == 'a' ? 1 : id == 256 ? 2 : id == 257 ? 4 : 8;
+  EXPECT_EQ(spelled, 1000u);
+}
+
+TEST(BpeMerge, a_long_piece_stops_soon_after_the_ids_asked_for_with_a_prefix_of_the_whole_merges) {
+  std::mt19937 rng(42);
+  const bpe_merges table = random_table(rng, 60);
+  const std::string text = random_text(rng, 1u << 20, 3);
+  bpe_scratch scratch;
+  std::vector<std::uint32_t> whole, stopped;
+  bpe_merge_piece(text, identity_bytes(), table, whole, scratch);
+  bpe_merge_piece(text, identity_bytes(), table, stopped, scratch, 1000);
+  ASSERT_GT(stopped.size(), 1000u);
+  EXPECT_LT(stopped.size(), whole.size() / 4) << "it stopped within a window or two of the limit";
+  EXPECT_TRUE(std::equal(stopped.begin(), stopped.end(), whole.begin()));
 }
 
 TEST(BpeMerge, a_piece_of_one_letter_merges_to_the_longest_runs_the_table_makes) {

@@ -1,5 +1,7 @@
 #include "core/prompt/tokenizer.hpp"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -101,6 +103,24 @@ TEST(tokenizer, a_huge_single_word_is_tokenized_without_quadratic_blowup) {
   qwen3().encode(word, ids);
   EXPECT_FALSE(ids.empty());
   EXPECT_LT(ids.size(), word.size() / 4) << "merges happened";
+}
+
+TEST(tokenizer, a_text_past_the_limit_stops_soon_after_it_and_leaves_no_cut_ids_in_the_cache) {
+  tokenizer t = qwen3().share();
+  std::vector<std::uint32_t> whole, stopped;
+  for (const std::string& text : {std::string(4u << 20, 'a'), std::string(1u << 20, '7'),
+                                  [] { std::string prose; while (prose.size() < (1u << 20)) prose += "The quick brown fox. "; return prose; }()}) {
+    whole.clear();
+    stopped.clear();
+    qwen3().share().encode(text, whole);
+    t.encode(text, stopped, 10000);
+    ASSERT_GT(stopped.size(), 10000u);
+    EXPECT_LT(stopped.size(), 10000u + 20000u) << "within a merge window's ids of the limit";
+    EXPECT_TRUE(std::equal(stopped.begin(), stopped.end(), whole.begin())) << text.substr(0, 20);
+    stopped.clear();
+    t.encode(text, stopped);  // the segment cache was not given the cut ids
+    EXPECT_EQ(stopped, whole) << text.substr(0, 20);
+  }
 }
 
 TEST(tokenizer, long_pieces_merge_like_short_ones) {
