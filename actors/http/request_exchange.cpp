@@ -99,8 +99,7 @@ void request_exchange::take_request_id(std::uint64_t id) {
 
 /// Work a request may ask of the router is bounded: its images, and its token-id prompt.
 std::optional<api_error> request_exchange::beyond_limits(const routing_request& request) const {
-  std::size_t images = 0;
-  for (const chat_message& m : request.messages) images += m.image_urls.size();
+  const std::size_t images = request.messages.image_urls.size();
   if (images > server_.settings.max_images_per_request)
     return api_error{api_errc::invalid_request,
                      fmt::format("the request has {} images, more than the {} this router accepts", images,

@@ -115,7 +115,8 @@ class intake_reader {
   void read_prompt_of_other_apis(std::string_view path, routing_request& request) {
     const bool responses = path == "/v1/responses";
     if (!responses && path != "/v1/messages") return;
-    auto chat = responses ? responses_as_chat(request_.body()) : messages_as_chat(request_.body());
+    const std::string& body = request_.body();
+    auto chat = responses ? responses_as_chat(body, body.capacity()) : messages_as_chat(body, body.capacity());
     if (!chat) return server_.probe.prompt_routed_on_load();
     const std::size_t size = chat->size();
     chat->reserve(size + request_parser::padding);

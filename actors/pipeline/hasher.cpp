@@ -121,21 +121,19 @@ bool resolve_images(hasher_pointer self, const route_job_ptr& job) {
   std::vector<std::optional<resolved_image>> resolved;
   std::vector<std::pair<std::size_t, std::string>> urls;
   bool failed = false;
-  for (const chat_message& message : job->request->messages) {
-    for (const std::string& url : message.image_urls) {
-      resolved.emplace_back();
-      if (url.starts_with("data:")) {
-        std::size_t bytes = 0;
-        auto image = resolve_data_uri_image(url, card, hasher_state::max_image_bytes, bytes);
-        counters.image_bytes_hashed.fetch_add(bytes, std::memory_order_relaxed);
-        if (image) resolved.back() = *image;
-        else failed = true;
-      } else if (s.resources.fetcher && s.parked.size() < hasher_state::max_parked) {
-        urls.emplace_back(resolved.size() - 1, url);
-      } else {
-        counters.image_urls_unresolved.fetch_add(1, std::memory_order_relaxed);
-        failed = true;
-      }
+  for (const std::string& url : job->request->messages.image_urls) {
+    resolved.emplace_back();
+    if (url.starts_with("data:")) {
+      std::size_t bytes = 0;
+      auto image = resolve_data_uri_image(url, card, hasher_state::max_image_bytes, bytes);
+      counters.image_bytes_hashed.fetch_add(bytes, std::memory_order_relaxed);
+      if (image) resolved.back() = *image;
+      else failed = true;
+    } else if (s.resources.fetcher && s.parked.size() < hasher_state::max_parked) {
+      urls.emplace_back(resolved.size() - 1, url);
+    } else {
+      counters.image_urls_unresolved.fetch_add(1, std::memory_order_relaxed);
+      failed = true;
     }
   }
   if (urls.empty() || failed) {  // nothing to wait for, or the request falls back anyway

@@ -99,6 +99,7 @@ std::string pathological(int which, std::size_t bytes) {
     case 1: unit = "7"; break;                                  // digits: a piece per digit
     case 2: unit = "xq9Zk_Rb"; break;                           // letters, digits, punctuation, no space
     case 3: unit = "a\xd0\x96\xe4\xb8\xad\xd8\xa7" "1 "; break;   // Latin, Cyrillic, CJK, Arabic, digit, space
+    case 5: unit = " "; break;                                  // spaces: one piece, merged into runs of spaces
     default: unit = "\xf0\x9f\x98\x80"; break;                  // one emoji repeated: bytes no merge joins whole
   }
   std::string text;
@@ -108,7 +109,7 @@ std::string pathological(int which, std::size_t bytes) {
 }
 
 const char* pathological_name(int which) {
-  static const char* names[] = {"one letter", "digits", "no space", "alternating scripts", "emoji"};
+  static const char* names[] = {"one letter", "digits", "no space", "alternating scripts", "emoji", "spaces"};
   return names[which];
 }
 
@@ -126,7 +127,7 @@ void BM_qwen3_encode_pathological(benchmark::State& state) {
   state.counters["tokens"] = static_cast<double>(ids.size());
   state.SetLabel(std::string(pathological_name(which)) + ", " + std::to_string(state.range(1)) + " KiB");
 }
-BENCHMARK(BM_qwen3_encode_pathological)->ArgsProduct({{0, 1, 2, 3, 4}, {256, 1024, 4096}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_qwen3_encode_pathological)->ArgsProduct({{0, 1, 2, 3, 4, 5}, {256, 1024, 4096}})->Unit(benchmark::kMillisecond);
 
 /// A growing conversation, as a chat client sends it: turn n resends the system prompt and all
 /// n - 1 earlier exchanges plus a new question. Each turn is rendered with Qwen3's chat template

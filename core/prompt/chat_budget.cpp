@@ -48,11 +48,8 @@ std::uint32_t probe_tokens_per_message(const chat_template* chat, tokenizer& tex
   return static_cast<std::uint32_t>(fewest);
 }
 
-std::size_t chat_tokens_at_least(std::span<const chat_message> messages, std::uint32_t tokens_per_message) {
-  if (tokens_per_message == 0) return 0;
-  std::size_t counted = 0;
-  for (const chat_message& message : messages) counted += message.role == "user" || message.role == "assistant" ? 1 : 0;
-  return counted * tokens_per_message;
+std::size_t chat_tokens_at_least(const chat_messages& messages, std::uint32_t tokens_per_message) {
+  return messages.user_or_assistant * tokens_per_message;
 }
 
 }  // namespace kvr

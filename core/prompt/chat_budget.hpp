@@ -27,6 +27,6 @@ namespace kvr {
 
 /// The fewest tokens `messages` renders to: each user or assistant message costs at least
 /// `tokens_per_message` (other roles count nothing).
-[[nodiscard]] std::size_t chat_tokens_at_least(std::span<const chat_message> messages, std::uint32_t tokens_per_message);
+[[nodiscard]] std::size_t chat_tokens_at_least(const chat_messages& messages, std::uint32_t tokens_per_message);
 
 }  // namespace kvr

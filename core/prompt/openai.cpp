@@ -76,14 +76,14 @@ std::string_view code_of(api_errc code) {
 }
 
 /// `content`: a string, or an array of parts (`text`, `image_url`).
-std::expected<void, api_error> read_content(ondemand::value content, chat_message& message) {
+std::expected<void, api_error> read_content(ondemand::value content, chat_messages& messages) {
   ondemand::json_type type;
   if (content.type().get(type)) return invalid("messages: malformed content", "messages");
   if (type == ondemand::json_type::null) return {};
   if (type == ondemand::json_type::string) {
     std::string_view text;
     if (auto error = content.get_string().get(text)) return bad_string(error, "messages: content must be a string or an array", "messages");
-    message.text = text;
+    messages.text_bytes += text.size();
     return {};
   }
   ondemand::array parts;
@@ -99,7 +99,7 @@ std::expected<void, api_error> read_content(ondemand::value content, chat_messag
         if (auto error = field.value().get_string().get(part_type)) return bad_string(error, "messages: a part's type must be a string", "messages");
       } else if (key == "text") {
         if (auto error = field.value().get_string().get(text)) return bad_string(error, "messages: a text part's text must be a string", "messages");
-        message.text += text;
+        messages.text_bytes += text.size();
       } else if (key == "image_url") {
         ondemand::value image = field.value();
         ondemand::json_type image_type;
@@ -111,7 +111,7 @@ std::expected<void, api_error> read_content(ondemand::value content, chat_messag
           if (image.get_object().get(image_object)) return invalid("messages: image_url must be an object", "messages");
           if (auto error = image_object["url"].get_string().get(url)) return bad_string(error, "messages: image_url.url must be a string", "messages");
         }
-        message.image_urls.emplace_back(url);
+        messages.image_urls.emplace_back(url);
       }
     }
   }
@@ -124,21 +124,22 @@ std::expected<void, api_error> read_messages(ondemand::value value, routing_requ
   for (auto item : messages) {
     ondemand::object object;
     if (item.get_object().get(object)) return invalid("each message must be an object", "messages");
-    chat_message& message = request.messages.emplace_back();
+    chat_messages& read = request.messages;
+    std::string_view role;
     for (auto field : object) {
       std::string_view key;
       if (field.unescaped_key().get(key)) return invalid("messages: malformed key", "messages");
       if (key == "role") {
-        std::string_view role;
         if (auto error = field.value().get_string().get(role)) return bad_string(error, "messages: role must be a string", "messages");
-        message.role = role;
       } else if (key == "content") {
-        if (auto read = read_content(field.value(), message); !read) return read;
+        if (auto content = read_content(field.value(), read); !content) return content;
       }
     }
-    if (message.role.empty()) return invalid("each message needs a role", "messages");
+    if (role.empty()) return invalid("each message needs a role", "messages");
+    ++read.count;
+    if (role == "user" || role == "assistant") ++read.user_or_assistant;
   }
-  if (request.messages.empty()) return invalid("messages must not be empty", "messages");
+  if (request.messages.count == 0) return invalid("messages must not be empty", "messages");
   return {};
 }
 
@@ -427,7 +428,7 @@ std::expected<routing_request, api_error> request_parser::parse_walking(api_endp
     }
   }
   // Routes passed through may name no model (SGLang's /generate never does): the only set takes them.
-  if (auto missing = check_required(request, endpoint == api_endpoint::chat_completions ? !request.messages.empty() : has_prompt);
+  if (auto missing = check_required(request, endpoint == api_endpoint::chat_completions ? request.messages.count > 0 : has_prompt);
       !missing)
     return std::unexpected(missing.error());
 
@@ -435,7 +436,7 @@ std::expected<routing_request, api_error> request_parser::parse_walking(api_endp
     request.prompt_tokens = static_cast<std::uint32_t>(request.prompt_token_ids.size());
   } else {
     std::size_t bytes = endpoint == api_endpoint::other ? body.size() : request.prompt_text.size();
-    for (const chat_message& m : request.messages) bytes += m.text.size() + 16;
+    bytes += request.messages.text_bytes + 16 * request.messages.count;
     request.prompt_tokens = static_cast<std::uint32_t>(std::min<std::size_t>(bytes / 4, UINT32_MAX));
   }
   return request;

@@ -51,11 +51,15 @@ struct api_error {
 /// `{"error": {"message", "type", "param", "code"}}`.
 [[nodiscard]] std::string error_body(const api_error& error);
 
-/// One chat message as routing sees it: its role, its text, and its images in order.
-struct chat_message {
-  std::string role;
-  std::string text;                     ///< text parts concatenated
-  std::vector<std::string> image_urls;  ///< `image_url` parts (data URIs or http(s) URLs)
+/// What routing needs of a chat's messages, gathered as they are read: how many there are, how
+/// many a chat template must spend tokens on, their text's bytes and their images in order.
+/// Nothing is kept per message (the template renders from the messages' JSON), so a chat of a
+/// million one-letter messages costs its body, not a million records of copies.
+struct chat_messages {
+  std::size_t count = 0;
+  std::size_t user_or_assistant = 0;    ///< each renders at least a template's role markers (chat_budget)
+  std::size_t text_bytes = 0;           ///< of every text part (the prompt's length is estimated from them)
+  std::vector<std::string> image_urls;  ///< every `image_url` part (data URIs or http(s) URLs), in order
 };
 
 /// The raw JSON a chat template renders from (kept verbatim; parsed only by sets that render).
@@ -74,7 +78,7 @@ struct routing_request {
   std::string user;  ///< the body's `user` (a conversation's key for session affinity)
   std::vector<std::uint32_t> prompt_token_ids;  ///< completions with a token-id prompt
   std::string prompt_text;                      ///< completions with a string prompt (the first)
-  std::vector<chat_message> messages;           ///< chat completions
+  chat_messages messages;                       ///< chat completions
   chat_template_inputs chat;                    ///< chat completions
   /// Prompt length in tokens: exact for token-id prompts, otherwise estimated as text bytes / 4
   /// (+ 4 per chat message) until the set's tokenizer replaces the estimate.

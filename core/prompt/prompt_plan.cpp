@@ -8,9 +8,7 @@ prompt_plan plan_prompt(const routing_request& request, const prompt_capabilitie
   if (!request.prompt_token_ids.empty()) return {prompt_path::token_ids, false};
   if (request.endpoint == api_endpoint::chat_completions) {
     if (!set.chat) return {};
-    const bool images = set.images && std::any_of(request.messages.begin(), request.messages.end(),
-                                                   [](const chat_message& m) { return !m.image_urls.empty(); });
-    return {prompt_path::chat, images};
+    return {prompt_path::chat, set.images && !request.messages.image_urls.empty()};
   }
   if (set.tokenizer && !request.prompt_text.empty()) return {prompt_path::text, false};
   return {};

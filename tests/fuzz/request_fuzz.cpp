@@ -29,6 +29,7 @@
 
 #include "core/common/json_parse.hpp"
 #include "core/common/multipart.hpp"
+#include "core/prompt/api_translation.hpp"
 #include "core/prompt/chat_template.hpp"
 #include "core/prompt/jinja/json_value.hpp"
 #include "core/prompt/openai.hpp"
@@ -157,6 +158,24 @@ void exercise(std::string_view bytes_in) {
       if (rendered) qwen3().encode(*rendered, tokens);
     } else if (plan.path == kvr::prompt_path::text) {
       qwen3().encode(request->prompt_text, tokens);
+    }
+  }
+  // As /v1/responses and /v1/messages bodies, translated into the chat they render as: the
+  // translation copies strings as written, so a valid body gives a valid chat, which the chat
+  // parser reads.
+  for (auto translate : {&kvr::responses_as_chat, &kvr::messages_as_chat}) {
+    auto chat = translate(std::string_view(body.data(), size), body.capacity());
+    if (!chat) continue;
+    if (valid_json && !nlohmann::json::accept(*chat)) {
+      std::fprintf(stderr, "a valid body translated to a chat that is not JSON\n");
+      std::abort();
+    }
+    const std::size_t chat_size = chat->size();
+    chat->reserve(chat_size + kvr::request_parser::padding);
+    auto parsed = parser.parse(kvr::api_endpoint::chat_completions, std::string_view(chat->data(), chat_size), chat->capacity());
+    if (valid_json && !parsed && parsed.error().code == kvr::api_errc::invalid_json) {
+      std::fprintf(stderr, "a translated chat the chat parser cannot read: %s\n", parsed.error().message.c_str());
+      std::abort();
     }
   }
   // As /tokenize and /detokenize bodies, answered with the set's tokenizer and template.

@@ -34,9 +34,15 @@ TEST(chat_budget, the_plain_fallback_costs_at_least_its_role_and_separators) {
 }
 
 TEST(chat_budget, only_user_and_assistant_messages_count_toward_the_lower_bound) {
-  const std::vector<chat_message> messages = {{"system", "s", {}}, {"user", "", {}}, {"assistant", "", {}}, {"tool", "", {}}};
-  EXPECT_EQ(chat_tokens_at_least(messages, 5), 10u);
-  EXPECT_EQ(chat_tokens_at_least(messages, 0), 0u);
+  request_parser parser;
+  std::string body = R"({"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": ""},
+                         {"role": "assistant", "content": ""}, {"role": "tool", "content": ""}]})";
+  const std::size_t size = body.size();
+  body.reserve(size + request_parser::padding);
+  auto request = parser.parse(api_endpoint::chat_completions, std::string_view(body.data(), size), body.capacity());
+  ASSERT_TRUE(request) << request.error().message;
+  EXPECT_EQ(chat_tokens_at_least(request->messages, 5), 10u);
+  EXPECT_EQ(chat_tokens_at_least(request->messages, 0), 0u);
 }
 
 }  // namespace

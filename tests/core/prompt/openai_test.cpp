@@ -29,11 +29,10 @@ TEST(openai, reads_model_stream_and_chat_messages_with_text_and_image_parts) {
   ASSERT_TRUE(request) << request.error().message;
   EXPECT_EQ(request->model, "qwen3");
   EXPECT_TRUE(request->stream);
-  ASSERT_EQ(request->messages.size(), 2u);
-  EXPECT_EQ(request->messages[0].role, "system");
-  EXPECT_EQ(request->messages[0].text, "Be brief.");
-  EXPECT_EQ(request->messages[1].text, "What is this?");
-  EXPECT_EQ(request->messages[1].image_urls, std::vector<std::string>{"data:image/png;base64,AAAA"});
+  EXPECT_EQ(request->messages.count, 2u);
+  EXPECT_EQ(request->messages.user_or_assistant, 1u);
+  EXPECT_EQ(request->messages.text_bytes, std::string("Be brief.What is this?").size());
+  EXPECT_EQ(request->messages.image_urls, std::vector<std::string>{"data:image/png;base64,AAAA"});
   EXPECT_GT(request->prompt_tokens, 0u);
 }
 
@@ -183,7 +182,7 @@ TEST(openai_envelope, reads_model_stream_and_user_and_leaves_the_prompt_unread) 
   auto chat = parse_envelope(api_endpoint::chat_completions,
                              R"({"messages": [{"content": 7, "no role": true}], "model": "m", "tools": "not checked"})");
   ASSERT_TRUE(chat) << chat.error().message;  // the worker judges the messages' insides
-  EXPECT_TRUE(chat->messages.empty());
+  EXPECT_EQ(chat->messages.count, 0u);
 }
 
 TEST(openai_envelope, refuses_what_every_worker_would_with_the_full_parse_errors) {

@@ -8,8 +8,8 @@ namespace {
 routing_request chat(bool with_image) {
   routing_request r;
   r.endpoint = api_endpoint::chat_completions;
-  r.messages.push_back({"user", "hi", {}});
-  if (with_image) r.messages.push_back({"user", "", {"data:image/png;base64,AAAA"}});
+  r.messages = {.count = with_image ? 2u : 1u, .user_or_assistant = with_image ? 2u : 1u, .text_bytes = 2};
+  if (with_image) r.messages.image_urls.push_back("data:image/png;base64,AAAA");
   return r;
 }
 
