@@ -51,7 +51,7 @@ case "$target" in
              core/config/worker_spec.cpp core/common/http_url.cpp core/common/json_shape.cpp core/common/json_parse.cpp)
     libs=(-lfmt -lxxhash -lwebp -lcrypto -lsimdjson) ;;
   request)
-    sources=(tests/fuzz/request_fuzz.cpp core/prompt/openai.cpp core/prompt/token_id_array.cpp core/prompt/prompt_plan.cpp core/prompt/tokenize_api.cpp core/common/json_top_level.cpp core/common/json_parse.cpp
+    sources=(tests/fuzz/request_fuzz.cpp core/prompt/openai.cpp core/prompt/api_translation.cpp core/prompt/token_id_array.cpp core/prompt/prompt_plan.cpp core/prompt/tokenize_api.cpp core/common/json_top_level.cpp core/common/json_parse.cpp
              core/common/json_shape.cpp core/common/multipart.cpp
              core/prompt/chat_template.cpp core/prompt/pretokenizer.cpp core/prompt/tokenizer.cpp core/prompt/bpe_merge.cpp
              core/prompt/jinja/value.cpp core/prompt/jinja/json_value.cpp core/prompt/jinja/lexer.cpp
