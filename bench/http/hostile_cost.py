@@ -47,7 +47,7 @@ def shapes(size):
     yield "tiny messages, 150,000 (under the token bound)", "/v1/chat/completions", {"model": "m", "messages": [tiny] * 150_000}
     yield "text parts of one letter", "/v1/chat/completions", chat([{"type": "text", "text": "a"}] * (size // 32))
     yield "one message of many keys", "/v1/chat/completions", {
-        "model": "m", "messages": [{"role": "user", "content": "hi", **{f"k{i}": i for i in range(size // 14)}}]}
+        "model": "m", "messages": [{"role": "user", "content": "hi", **{f"k{i}": i for i in range(size // 20)}}]}
     yield "tool-call arguments, a long array", "/v1/chat/completions", {"model": "m", "messages": [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": "", "tool_calls": [
