@@ -71,6 +71,19 @@ std::string_view raw_boolean(ondemand::value value) {
   return flag ? "true" : "false";
 }
 
+/// Calls `read(key, value)` for each member of `object` in order; false as soon as a member
+/// cannot be read or `read` refuses it.
+template <class Read>
+bool each_member(ondemand::object& object, Read read) {
+  for (auto field_result : object) {
+    ondemand::field field;
+    std::string_view key;
+    if (std::move(field_result).get(field) || field.unescaped_key().get(key)) return false;
+    if (!read(key, field.value())) return false;
+  }
+  return true;
+}
+
 /// Writes a message's content as one JSON string: a string as written, or text parts of the
 /// given types joined with newlines (how vLLM hands them to a string-format chat template).
 /// False for anything else.
@@ -86,14 +99,12 @@ bool write_text(ondemand::value content, std::initializer_list<std::string_view>
     ondemand::object part;
     if (part_result.get_object().get(part)) return false;
     std::string_view type, text;
-    for (auto field_result : part) {
-      ondemand::field field;
-      std::string_view key;
-      if (std::move(field_result).get(field) || field.unescaped_key().get(key)) return false;
-      ondemand::value value = field.value();
-      if (key == "type" && value.get_string().get(type)) return false;
-      if (key == "text" && (text = raw_string(value)).empty()) return false;
-    }
+    const bool read = each_member(part, [&](std::string_view key, ondemand::value value) {
+      if (key == "type") return !value.get_string().get(type);
+      if (key == "text") return !(text = raw_string(value)).empty();
+      return true;
+    });
+    if (!read) return false;
     if (text.empty() || std::find(text_types.begin(), text_types.end(), type) == text_types.end()) return false;
     out += first ? "\"" : "\\n";
     out += text.substr(1, text.size() - 2);
@@ -121,17 +132,14 @@ std::optional<std::string> translate(std::string_view body, std::size_t capacity
   if (parser.iterate(padded).get(document) || document.get_object().get(object)) return std::nullopt;
   chat_writer chat(body.size());
   std::string_view model, stream, user;
-  for (auto field_result : object) {
-    ondemand::field field;
-    std::string_view key;
-    if (std::move(field_result).get(field) || field.unescaped_key().get(key)) return std::nullopt;
-    ondemand::value value = field.value();
+  const bool whole = each_member(object, [&](std::string_view key, ondemand::value value) {
     if (key == "model") model = raw_string(value);
     else if (key == "stream") stream = raw_boolean(value);
     else if (key == "user") user = raw_string(value);
-    else if (!read(key, value, chat)) return std::nullopt;
-  }
-  if (chat.empty()) return std::nullopt;
+    else return read(key, value, chat);
+    return true;
+  });
+  if (!whole || chat.empty()) return std::nullopt;
   return chat.finish(model, stream, user);
 }
 
@@ -161,17 +169,13 @@ std::optional<std::string> responses_as_chat(std::string_view body, std::size_t 
       if (item_result.get_object().get(item)) return false;
       std::string_view type = "message", role;
       std::string content;  // the item's text, as a JSON string (an item is small; the chat is not)
-      for (auto field_result : item) {
-        ondemand::field field;
-        std::string_view name;
-        if (std::move(field_result).get(field) || field.unescaped_key().get(name)) return false;
-        ondemand::value member = field.value();
-        if (name == "type" && member.get_string().get(type)) return false;
-        if (name == "role" && member.get_string().get(role)) return false;
-        if (name == "content" && (content.clear(), !write_text(member, {"input_text", "output_text", "text"}, content)))
-          return false;
-      }
-      if (type != "message" || content.empty()) return false;
+      const bool read = each_member(item, [&](std::string_view name, ondemand::value member) {
+        if (name == "type") return !member.get_string().get(type);
+        if (name == "role") return !member.get_string().get(role);
+        if (name == "content") return content.clear(), write_text(member, {"input_text", "output_text", "text"}, content);
+        return true;
+      });
+      if (!read || type != "message" || content.empty()) return false;
       if (role != "user" && role != "assistant" && role != "system" && role != "developer") return false;
       out.begin_message(role == "developer" ? "system" : role);
       out.out() += content;
@@ -200,15 +204,12 @@ std::optional<std::string> messages_as_chat(std::string_view body, std::size_t c
       if (turn_result.get_object().get(turn)) return false;
       std::string_view role;
       std::string content;
-      for (auto field_result : turn) {
-        ondemand::field field;
-        std::string_view name;
-        if (std::move(field_result).get(field) || field.unescaped_key().get(name)) return false;
-        ondemand::value member = field.value();
-        if (name == "role" && member.get_string().get(role)) return false;
-        if (name == "content" && (content.clear(), !write_text(member, {"text"}, content))) return false;
-      }
-      if ((role != "user" && role != "assistant") || content.empty()) return false;
+      const bool read = each_member(turn, [&](std::string_view name, ondemand::value member) {
+        if (name == "role") return !member.get_string().get(role);
+        if (name == "content") return content.clear(), write_text(member, {"text"}, content);
+        return true;
+      });
+      if (!read || (role != "user" && role != "assistant") || content.empty()) return false;
       out.begin_message(role);
       out.out() += content;
       out.end_message();

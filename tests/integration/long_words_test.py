@@ -6,26 +6,11 @@ them whole: one letter, spaces, tabs and newlines, repeated patterns, random let
 scripts, emoji and punctuation, each of 100 KiB to 1 MiB in one pre-tokenizer piece.
 
 usage: long_words_test.py KVROUTER_BINARY QWEN3_TOKENIZER_JSON"""
-import json
-import os
 import random
-import subprocess
 import sys
 
 from router_harness import Failures
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-HF_ENCODE = """
-const { Tokenizer } = require("tokenizers");
-const texts = JSON.parse(require("fs").readFileSync(0, "utf8"));
-(async () => {
-  const t = Tokenizer.fromFile(process.argv[1]);
-  const out = [];
-  for (const text of texts) out.push(Array.from((await t.encode(text, null, { addSpecialTokens: false })).getIds()));
-  process.stdout.write(JSON.stringify(out));
-})();
-"""
+from token_ids import huggingface_ids, kvrouter_ids
 
 
 def random_word(rng, alphabet, size):
@@ -58,12 +43,8 @@ def main():
     f = Failures()
     words = long_words()
     texts = list(words.values())
-    reference = json.loads(subprocess.run(["node", "-e", HF_ENCODE, tokenizer_json], input=json.dumps(texts),
-                                          capture_output=True, text=True, check=True, timeout=300, cwd=REPO).stdout)
-    ours = subprocess.run([kvrouter, "tokenize", "--tokenizer", tokenizer_json, "--json-lines"],
-                          input="".join(json.dumps(t) + "\n" for t in texts), capture_output=True, text=True,
-                          check=True, timeout=300)
-    ours = [json.loads(line) for line in ours.stdout.splitlines()]
+    reference = huggingface_ids(tokenizer_json, texts)
+    ours = kvrouter_ids(kvrouter, tokenizer_json, texts)
     f.check(len(ours) == len(texts), f"one line of ids per text ({len(ours)} of {len(texts)})")
     for (what, text), theirs, mine in zip(words.items(), reference, ours):
         first = next((i for i, (a, b) in enumerate(zip(theirs, mine)) if a != b), min(len(theirs), len(mine)))

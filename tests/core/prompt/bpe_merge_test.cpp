@@ -41,6 +41,16 @@ bpe_merges random_table(std::mt19937& rng, int merges_wanted) {
   return table;
 }
 
+/// a+a -> 256, 256+256 -> 257, 257+257 -> 258: runs of one letter merge into eights.
+bpe_merges doubling_table() {
+  bpe_merges table;
+  table.rules.try_emplace(bpe_pair_key('a', 'a'), bpe_merge_rule{0, 256});
+  table.rules.try_emplace(bpe_pair_key(256, 256), bpe_merge_rule{1, 257});
+  table.rules.try_emplace(bpe_pair_key(257, 257), bpe_merge_rule{2, 258});
+  table.rank_limit = 3;
+  return table;
+}
+
 std::string random_text(std::mt19937& rng, std::size_t size, int letters) {
   std::uniform_int_distribution<int> letter(0, letters - 1);
   std::string text(size, 'a');
@@ -90,11 +100,7 @@ TEST(BpeMerge, a_piece_merged_a_window_at_a_time_gives_the_whole_merges_ids) {
 TEST(BpeMerge, windows_smaller_than_a_token_still_cover_every_byte_once) {
   // a+a, aa+aa, aaaa+aaaa make ids of 8 bytes; windows of 3 bytes cut them, but no byte is lost
   // or repeated: the ids still spell the piece.
-  bpe_merges table;
-  table.rules.try_emplace(bpe_pair_key('a', 'a'), bpe_merge_rule{0, 256});
-  table.rules.try_emplace(bpe_pair_key(256, 256), bpe_merge_rule{1, 257});
-  table.rules.try_emplace(bpe_pair_key(257, 257), bpe_merge_rule{2, 258});
-  table.rank_limit = 3;
+  const bpe_merges table = doubling_table();
   bpe_scratch scratch;
   std::vector<std::uint32_t> ids;
   bpe_merge_piece(std::string(1000, 'a'), identity_bytes(), table, ids, scratch, SIZE_MAX, {.span = 3, .lookahead = 2});
@@ -118,11 +124,7 @@ TEST(BpeMerge, a_long_piece_stops_soon_after_the_ids_asked_for_with_a_prefix_of_
 
 TEST(BpeMerge, a_piece_of_one_letter_merges_to_the_longest_runs_the_table_makes) {
   // a+a, aa+aa, aaaa+aaaa: 1000 letters are 125 eights.
-  bpe_merges table;
-  table.rules.try_emplace(bpe_pair_key('a', 'a'), bpe_merge_rule{0, 256});
-  table.rules.try_emplace(bpe_pair_key(256, 256), bpe_merge_rule{1, 257});
-  table.rules.try_emplace(bpe_pair_key(257, 257), bpe_merge_rule{2, 258});
-  table.rank_limit = 3;
+  const bpe_merges table = doubling_table();
   bpe_scratch scratch;
   std::vector<std::uint32_t> ids;
   bpe_merge_piece(std::string(1003, 'a'), identity_bytes(), table, ids, scratch);
