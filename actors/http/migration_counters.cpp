@@ -15,7 +15,8 @@ std::string_view migration_counters::name(cause c) {
   return "unknown";
 }
 
-void migration_counters::started(cause why, std::uint32_t carried_tokens) {
+void migration_counters::started(cause why, std::uint32_t carried_tokens, bool ids_from_text) {
+  if (ids_from_text) from_text_.fetch_add(1, std::memory_order_relaxed);
   started_[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
   std::size_t bucket = 0;
   while (bucket < carried_buckets_.size() && carried_tokens > carried_buckets_[bucket]) ++bucket;
@@ -49,6 +50,16 @@ void migration_counters::write_carried(std::string& out, std::string_view set, s
   out += fmt::format("kvrouter_migration_carried_tokens_sum{{set=\"{}\",model=\"{}\"}} {}\n", set, model,
                      carried_sum_.load(std::memory_order_relaxed));
   out += fmt::format("kvrouter_migration_carried_tokens_count{{set=\"{}\",model=\"{}\"}} {}\n", set, model, cumulative);
+}
+
+void migration_counters::write_from_text_help(std::string& out) {
+  out += "# HELP kvrouter_migration_ids_from_text_total Continuations whose token ids kvrouter rebuilt from the answer's text (the engine reported none).\n"
+         "# TYPE kvrouter_migration_ids_from_text_total counter\n";
+}
+
+void migration_counters::write_from_text(std::string& out, std::string_view set, std::string_view model) const {
+  out += fmt::format("kvrouter_migration_ids_from_text_total{{set=\"{}\",model=\"{}\"}} {}\n", set, model,
+                     from_text_.load(std::memory_order_relaxed));
 }
 
 }  // namespace kvr::ingress

@@ -329,7 +329,8 @@ void request_exchange::reset() {
 void request_exchange::migrate(migration_counters::cause why) {
   failed_worker_ = router_.worker().name;
   continuing_after_ = why;
-  auto next = migration_.plan();
+  const worker_set_route& set = router_.set();
+  auto next = migration_.plan({set.text_tokenizer.get(), set.chat.get(), set.chat_plain_fallback}, server_.settings.max_prompt_tokens);
   if (!next) {
     router_.blame_worker();
     return end_unfinished_stream(next.error(), fmt::format("worker {} failed mid-answer ({})", failed_worker_,
@@ -347,10 +348,11 @@ void request_exchange::migrate(migration_counters::cause why) {
 }
 
 void request_exchange::start_continuation_leg() {
-  router_.set().migrations->started(continuing_after_, migration_.carried_tokens());
-  std::cerr << fmt::format("kvrouter: request {} migrated from worker {} ({}) to worker {}, {} tokens carried over (migration {})\n",
+  router_.set().migrations->started(continuing_after_, migration_.carried_tokens(), migration_.ids_from_text());
+  std::cerr << fmt::format("kvrouter: request {} migrated from worker {} ({}) to worker {}, {} tokens carried over{} (migration {})\n",
                            request_id_, failed_worker_, migration_counters::name(continuing_after_), router_.worker().name,
-                           migration_.carried_tokens(), migration_.migrations());
+                           migration_.carried_tokens(), migration_.ids_from_text() ? " (ids rebuilt from the text)" : "",
+                           migration_.migrations());
   state_ = state::proxying;
   stream_.start(router_.worker(), *http_request_, client_.keeps_connection(),
                 {.request_id = request_id_, .client_sent_id = client_sent_id_, .decision_headers = false},

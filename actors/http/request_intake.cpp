@@ -137,7 +137,8 @@ class intake_reader {
     server_.probe.tokenized_locally();
     tokenizer text = set.text_tokenizer->share();
     auto answer = path == "/detokenize" ? answer_detokenize(request_.body(), text)
-                                        : answer_tokenize(request_.body(), text, set.chat.get(), set.chat_plain_fallback);
+                                        : answer_tokenize(request_.body(), text, set.chat.get(), set.chat_plain_fallback,
+                                                          server_.settings.max_prompt_tokens);
     if (!answer) return refusal(answer.error());
     return {200, std::move(*answer)};
   }

@@ -44,6 +44,8 @@ void write_migration_metrics(std::string& out, const routing_table& table) {
   for (const worker_set_route& set : table.sets) set.migrations->write_started(out, set.name, set.model);
   ingress::migration_counters::write_carried_help(out);
   for (const worker_set_route& set : table.sets) set.migrations->write_carried(out, set.name, set.model);
+  ingress::migration_counters::write_from_text_help(out);
+  for (const worker_set_route& set : table.sets) set.migrations->write_from_text(out, set.name, set.model);
 }
 
 }  // namespace

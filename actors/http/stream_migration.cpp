@@ -17,6 +17,7 @@ void stream_migration::reset() {
   client_body_ = nullptr;
   sent_body_.clear();
   migrations_ = 0;
+  ids_from_text_ = false;
   reader_.reset();
   ledger_ = answer_ledger{};
   continuation_ = continuation{};
@@ -86,11 +87,14 @@ body_filter::result stream_migration::filter(std::string_view bytes) {
   return {out_, failed};
 }
 
-std::expected<continuation, migration_refusal> stream_migration::plan() {
+std::expected<continuation, migration_refusal> stream_migration::plan(const prompt_tokenizers& prompts, std::size_t max_tokens) {
   if (migrations_ >= limit_) return std::unexpected(migration_refusal::limit_reached);
   if (reader_.overflowed()) return std::unexpected(migration_refusal::unreadable_stream);
   ++migrations_;
   const auto body = parse_plain_json(*client_body_);
+  ids_from_text_ = false;
+  if ((ledger_.prompt_ids().empty() || !ledger_.ids_complete()) && !refuses_migration(body))
+    ids_from_text_ = rebuild_ids_from_text(ledger_, *client_body_, prompts, max_tokens);
   auto next = continue_answer(body, ledger_, max_seq_len_);
   if (next) continuation_ = *next;
   return next;

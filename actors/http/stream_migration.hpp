@@ -19,6 +19,7 @@
 #include "core/config/router_config.hpp"
 #include "core/migration/continuation.hpp"
 #include "core/migration/sse_events.hpp"
+#include "core/migration/text_fallback.hpp"
 #include "core/prompt/openai.hpp"
 
 namespace kvr::ingress {
@@ -34,7 +35,11 @@ class stream_migration final : public body_filter {
   [[nodiscard]] const std::string* sent_body() const { return rewritten_ ? &sent_body_ : nullptr; }
 
   /// The answer's worker broke off: its continuation, or why there is none. Counts the attempt.
-  [[nodiscard]] std::expected<continuation, migration_refusal> plan();
+  /// Where the engine reported no token ids, they are rebuilt from the text with the set's
+  /// `prompts` (tokenizing at most `max_tokens`).
+  [[nodiscard]] std::expected<continuation, migration_refusal> plan(const prompt_tokenizers& prompts, std::size_t max_tokens);
+  /// The last plan() rebuilt the ids from the answer's text (the engine reported none).
+  [[nodiscard]] bool ids_from_text() const { return ids_from_text_; }
   /// What the continuation is routed as: a completion whose prompt is its token ids.
   [[nodiscard]] routing_request continuation_request(const std::string& model) const;
   /// The continuation leg starts (after plan()): its events are rewritten from here.
@@ -67,6 +72,7 @@ class stream_migration final : public body_filter {
   std::uint32_t limit_ = 0;
   std::uint32_t max_seq_len_ = 0;
   std::uint32_t migrations_ = 0;
+  bool ids_from_text_ = false;
   sse_reader reader_;
   answer_ledger ledger_;
   continuation continuation_;

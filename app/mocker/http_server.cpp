@@ -9,6 +9,8 @@
 #include <charconv>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <iostream>
 #include <mutex>
 #include <thread>
 
@@ -45,7 +47,9 @@ struct http_server::impl {
   }
 
   impl(server_settings s, std::vector<std::unique_ptr<engine_loop>>& r, const prompt_tokenizer& p)
-      : settings(std::move(s)), ranks(r), prompts(p), leases(settings.kv_lease), block_hasher(1, settings.block_size) {}
+      : settings(std::move(s)), ranks(r), prompts(p), leases(settings.kv_lease), block_hasher(1, settings.block_size) {
+    die_after_tokens = settings.die_after_tokens;
+  }
 
   // -- disaggregated serving -------------------------------------------------------------------
   kv_leases leases;
@@ -58,6 +62,11 @@ struct http_server::impl {
   /// many tokens; 0 = off.
   std::atomic<std::uint32_t> break_streams_after_tokens{0};
   std::atomic<std::uint32_t> error_event_after_tokens{0};
+  /// The process exits at this many generated tokens of a request (`--die-after-tokens`), or
+  /// when an answer's context (prompt and generated tokens) reaches this length from below
+  /// (so a continuation sent elsewhere from there would not die again); 0 = off.
+  std::atomic<std::uint32_t> die_after_tokens{0};
+  std::atomic<std::uint32_t> die_at_context_tokens{0};
   std::atomic<std::uint64_t> streams_broken{0};  ///< streams a fault cut or failed
   std::atomic<std::uint64_t> transfers_served{0};
   std::mutex last_params_mutex;
@@ -151,9 +160,11 @@ class session : public std::enable_shared_from_this<session> {
         return !faults.contains(key) || (faults[key].is_number() && faults[key].get<double>() >= 0 && faults[key].get<double>() <= high);
       };
       if (!faults.is_object() || faults.empty() || !number_in("drop_batches_pct", 100) ||
-          !number_in("break_streams_after_tokens", 1e6) || !number_in("error_event_after_tokens", 1e6))
+          !number_in("break_streams_after_tokens", 1e6) || !number_in("error_event_after_tokens", 1e6) ||
+          !number_in("die_after_tokens", 1e6) || !number_in("die_at_context_tokens", 1e9))
         return respond(400, error_json("expected {\"drop_batches_pct\": 0..100, \"break_streams_after_tokens\": N, "
-                                       "\"error_event_after_tokens\": N} (any of them; 0 = off)",
+                                       "\"error_event_after_tokens\": N, \"die_after_tokens\": N, "
+                                       "\"die_at_context_tokens\": N} (any of them; 0 = off)",
                                        "BadRequestError", 400));
       if (faults.contains("drop_batches_pct"))
         for (const auto& rank : server_.ranks) rank->set_drop_pct(faults["drop_batches_pct"].get<double>());
@@ -161,6 +172,9 @@ class session : public std::enable_shared_from_this<session> {
         server_.break_streams_after_tokens = faults["break_streams_after_tokens"].get<std::uint32_t>();
       if (faults.contains("error_event_after_tokens"))
         server_.error_event_after_tokens = faults["error_event_after_tokens"].get<std::uint32_t>();
+      if (faults.contains("die_after_tokens")) server_.die_after_tokens = faults["die_after_tokens"].get<std::uint32_t>();
+      if (faults.contains("die_at_context_tokens"))
+        server_.die_at_context_tokens = faults["die_at_context_tokens"].get<std::uint32_t>();
       return respond(200, faults.dump());
     }
     if (get && path.starts_with("/mocker/kv_transfer/")) {
@@ -208,10 +222,11 @@ class session : public std::enable_shared_from_this<session> {
     auto parsed = server_.prompts.parse(body, chat);
     if (!parsed) return respond(400, error_json(parsed.error(), "BadRequestError", 400));
     request_ = std::move(*parsed);
+    if (!server_.settings.token_ids) request_.return_token_ids = false;  // as an engine that has no such field
     id_ = server_.next_id++;
     // The answer's words follow from the prompt: the same prompt reads the same on any worker,
     // aggregated or disaggregated, and a continuation of it reads on as it would have.
-    answer_.emplace(request_.prompt);
+    answer_.emplace(request_.prompt, server_.prompts.vocabulary());
     generated_ = 0;
     text_.clear();
     done_ = false;
@@ -379,12 +394,20 @@ class session : public std::enable_shared_from_this<session> {
     const bool first = generated_ == 0;
     std::string piece;
     std::vector<std::uint32_t> ids;
-    for (std::uint32_t i = 0; i < out.new_tokens; ++i) {
+    std::uint32_t count = out.new_tokens;
+    const bool dies = death_due(count);
+    for (std::uint32_t i = 0; i < count; ++i) {
       const auto token = answer_->next();
       piece += token.text;
       ids.push_back(token.id);
     }
-    generated_ += out.new_tokens;
+    generated_ += count;
+    if (dies) {
+      if (!request_.stream || first) die();  // nothing of the answer went out: it dies with the process
+      pending_ += chunk(stream_chunk(request_, id_, piece, ids, first, false));
+      exit_after_flush_ = true;
+      return flush();
+    }
     if (!request_.stream) {
       text_ += piece;
       if (out.finished) {
@@ -441,6 +464,23 @@ class session : public std::enable_shared_from_this<session> {
     return true;
   }
 
+  /// Whether the process dies within this output of `count` tokens (cut to the tokens it
+  /// still streams before it does): `--die-after-tokens` or the die faults.
+  bool death_due(std::uint32_t& count) const {
+    std::uint64_t limit = UINT64_MAX;  // generated tokens at which the process dies
+    if (const std::uint32_t after = server_.die_after_tokens.load(std::memory_order_relaxed); after > 0) limit = after;
+    const std::uint64_t at_context = server_.die_at_context_tokens.load(std::memory_order_relaxed);
+    if (at_context > request_.prompt.size()) limit = std::min<std::uint64_t>(limit, at_context - request_.prompt.size());
+    if (limit == UINT64_MAX || generated_ + count < limit) return false;
+    count = static_cast<std::uint32_t>(limit > generated_ ? limit - generated_ : 0);
+    return true;
+  }
+
+  [[noreturn]] void die() const {
+    std::cerr << fmt::format("kvrouter-mocker: dying after {} tokens of request {} (fault injection)\n", generated_, id_);
+    std::_Exit(3);
+  }
+
   /// Writes what is pending; one write at a time, so chunks keep their order.
   void flush() {
     if (writing_ || pending_.empty()) return;
@@ -455,6 +495,7 @@ class session : public std::enable_shared_from_this<session> {
         return self->close();
       }
       if (!self->pending_.empty()) return self->flush();
+      if (self->exit_after_flush_) self->die();  // every byte up to the fatal token is out
       if (self->done_) {
         if (!self->keep_alive_) return self->close();
         self->rank_ = nullptr;
@@ -477,6 +518,7 @@ class session : public std::enable_shared_from_this<session> {
   mock_request request_;
   std::uint64_t id_ = 0;
   std::optional<greedy_answer> answer_;
+  bool exit_after_flush_ = false;  ///< a die fault: the process exits once the pending bytes are out
   bool break_after_flush_ = false;  ///< a stream fault: the connection is cut once the pending bytes are out
   engine_loop* rank_ = nullptr;
   std::size_t rank_index_ = 0;

@@ -5,7 +5,7 @@
 ///   GET  /v1/models, /health, /metrics           vLLM-style metric names
 ///   GET  /mocker/cache                           the true cache contents of every rank
 ///   POST /mocker/restart                         an engine restart (KV-event sequence back to 0)
-///   POST /mocker/faults {"drop_batches_pct": P}  change the KV-event drop rate at run time
+///   POST /mocker/faults {"drop_batches_pct": P, ...}  KV-event drops and stream faults at run time
 ///   GET  /mocker/kv_transfer/ID                  a prefill worker's leased blocks (vLLM disaggregated serving)
 ///   GET  /mocker/bootstrap/ROOM                  a prefill worker's blocks of an SGLang room, once prefilled
 ///   GET  /mocker/pd                              what the disaggregated roles did (counts, last params)
@@ -34,6 +34,12 @@ struct server_settings {
   std::uint16_t bootstrap_port = 8998;
   std::chrono::seconds kv_lease{30};  ///< how long a prefill worker holds a prompt's blocks for its decode worker
   std::uint32_t block_size = 16;      ///< for the transfer's block hashes
+  /// The process exits once one request has streamed (or, not streamed, generated) this many
+  /// tokens, as an engine killed mid-answer; 0 = never.
+  std::uint32_t die_after_tokens = 0;
+  /// `return_token_ids` is honoured (vLLM 0.10.2+); false answers as SGLang's OpenAI API and
+  /// older vLLM do, with text alone.
+  bool token_ids = true;
 };
 
 class http_server {

@@ -34,6 +34,7 @@ struct options {
   publisher_settings events;
   std::string replay_endpoint;
   std::string event_format = "vllm-array";
+  bool no_token_ids = false;
   std::uint32_t kv_lease_secs = 30;
 };
 
@@ -114,6 +115,13 @@ const cli::option_table<options>& engine_options() {
                          [](auto& o) -> auto& { return o.engine.timing.decode_us_per_sequence; }, 0, 1e6),
       cli::real<options>("--transfer-us-per-block", "X", "per KV block a decode worker pulls from a prefill worker",
                          [](auto& o) -> auto& { return o.engine.timing.transfer_us_per_block; }, 0, 1e6),
+      cli::integer<options>("--die-after-tokens", "N",
+                            "the process exits once one request has streamed N tokens (an engine killed mid-answer); "
+                            "0 = never",
+                            [](auto& o) -> auto& { return o.server.die_after_tokens; }, 0, 1000000),
+      cli::flag_switch<options>("--no-token-ids",
+                                "ignore return_token_ids: answers carry text alone (SGLang's OpenAI API, vLLM before 0.10.2)",
+                                [](auto& o) -> auto& { return o.no_token_ids; }),
   };
   return t;
 }
@@ -151,7 +159,7 @@ std::string usage() {
          "Routes: POST /v1/completions, /v1/chat/completions; GET /v1/models, /health, /metrics (vLLM\n"
          "names: vllm:num_requests_running, vllm:prefix_cache_queries_total, ...); GET /mocker/cache (the\n"
          "true cache contents per rank); POST /mocker/restart (an engine restart); POST /mocker/faults\n"
-         "{\"drop_batches_pct\": P} (change the drop rate at run time); GET /mocker/kv_transfer/ID (a prefill\n"
+         "(KV-event drops, broken streams, error events, dying: docs/mocker.md); GET /mocker/kv_transfer/ID (a prefill\n"
          "worker's leased blocks, for --role decode peers); GET /mocker/bootstrap/ROOM (an SGLang prefill\n"
          "worker's blocks of a room, on its bootstrap port); GET /mocker/pd (what the roles did).\n";
 }
@@ -168,6 +176,7 @@ std::expected<options, std::string> parse(const std::vector<std::string>& args) 
   }
   o.server.kv_lease = std::chrono::seconds(o.kv_lease_secs);
   o.server.block_size = o.engine.block_size;
+  o.server.token_ids = !o.no_token_ids;
   if (!o.replay_endpoint.empty() && o.events.endpoint.empty())
     return std::unexpected("--replay-endpoint needs --kv-events-endpoint");
   return o;

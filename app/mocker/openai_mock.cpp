@@ -24,7 +24,8 @@ std::int64_t created() { return 1767225600; }  // fixed: answers are reproducibl
 
 prompt_tokenizer::prompt_tokenizer(std::shared_ptr<const tokenizer> text, std::shared_ptr<const chat_template> chat,
                                    std::optional<multimodal_card> multimodal)
-    : text_(std::move(text)), chat_(std::move(chat)), multimodal_(std::move(multimodal)) {}
+    : text_(std::move(text)), chat_(std::move(chat)), multimodal_(std::move(multimodal)),
+      vocabulary_(greedy_vocabulary::of(text_.get())) {}
 
 void prompt_tokenizer::expand_images(const nlohmann::json& messages, mock_request& out) const {
   std::vector<resolved_image> images;
@@ -140,18 +141,40 @@ std::expected<mock_request, std::string> prompt_tokenizer::parse(std::string_vie
 
 constexpr std::uint64_t fnv_offset = 1469598103934665603ull;
 constexpr std::uint64_t fnv_prime = 1099511628211ull;
-/// Generated tokens' ids: one per word, from here up.
+/// Generated tokens' ids without a tokenizer: one per word, from here up.
 constexpr std::uint32_t first_word_id = 1000;
 
-greedy_answer::greedy_answer(const std::vector<std::uint32_t>& prompt) : context_(fnv_offset) {
+greedy_vocabulary greedy_vocabulary::of(const tokenizer* text) {
+  greedy_vocabulary out;
+  std::optional<tokenizer> own;
+  if (text != nullptr) own.emplace(text->share());
+  std::vector<std::uint32_t> ids;
+  for (std::size_t i = 0; i < spaced_words.size(); ++i) {
+    ids.clear();
+    if (own) own->encode(spaced_words[i], ids);
+    if (own && ids.size() != 1) continue;  // a word the tokenizer splits would not read back as one id
+    out.ids.push_back(own ? ids[0] : static_cast<std::uint32_t>(first_word_id + i));
+    out.words.push_back(spaced_words[i]);
+  }
+  if (out.ids.empty()) {  // a tokenizer that splits every word: fall back to the fixed ids
+    for (std::size_t i = 0; i < spaced_words.size(); ++i) {
+      out.ids.push_back(static_cast<std::uint32_t>(first_word_id + i));
+      out.words.push_back(spaced_words[i]);
+    }
+  }
+  return out;
+}
+
+greedy_answer::greedy_answer(const std::vector<std::uint32_t>& prompt, const greedy_vocabulary& vocabulary)
+    : vocabulary_(&vocabulary), context_(fnv_offset) {
   for (const std::uint32_t id : prompt) context_ = (context_ ^ id) * fnv_prime;
 }
 
 greedy_answer::token greedy_answer::next() {
-  const std::size_t word = (context_ >> 33) % spaced_words.size();
-  const auto id = static_cast<std::uint32_t>(first_word_id + word);
+  const std::size_t word = (context_ >> 33) % vocabulary_->ids.size();
+  const std::uint32_t id = vocabulary_->ids[word];
   context_ = (context_ ^ id) * fnv_prime;
-  return {id, spaced_words[word]};
+  return {id, vocabulary_->words[word]};
 }
 
 std::string stream_chunk(const mock_request& request, std::uint64_t id, std::string_view text,

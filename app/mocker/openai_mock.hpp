@@ -51,6 +51,16 @@ struct mock_request {
   std::optional<bootstrap> sglang_bootstrap;
 };
 
+/// The words the mocker's model generates, with their ids. With a tokenizer, each word's id is
+/// the tokenizer's own (words it would split are left out), so an answer's text tokenizes back
+/// to exactly the ids generated, as a real model's nearly always does (kvrouter's migration
+/// relies on it where an engine reports no ids); without one, ids from 1000 up.
+struct greedy_vocabulary {
+  std::vector<std::uint32_t> ids;
+  std::vector<std::string_view> words;
+  [[nodiscard]] static greedy_vocabulary of(const tokenizer* text);
+};
+
 /// Turns prompts into token ids. Without a tokenizer, text is split on spaces and each word
 /// hashed to an id (deterministic, but not what a router with a real tokenizer computes).
 class prompt_tokenizer {
@@ -61,6 +71,7 @@ class prompt_tokenizer {
                    std::optional<multimodal_card> multimodal = std::nullopt);
   /// Thread-safe: each call uses its own tokenizer cache.
   [[nodiscard]] std::expected<mock_request, std::string> parse(std::string_view body, bool chat) const;
+  [[nodiscard]] const greedy_vocabulary& vocabulary() const { return vocabulary_; }
 
  private:
   std::vector<std::uint32_t> tokenize(const std::string& text) const;
@@ -69,6 +80,7 @@ class prompt_tokenizer {
   std::shared_ptr<const tokenizer> text_;
   std::shared_ptr<const chat_template> chat_;
   std::optional<multimodal_card> multimodal_;
+  greedy_vocabulary vocabulary_;
 };
 
 /// The mocker's model: greedy, each generated token a function of every token before it (the
@@ -77,7 +89,7 @@ class prompt_tokenizer {
 /// prompt) goes on exactly as it would have.
 class greedy_answer {
  public:
-  explicit greedy_answer(const std::vector<std::uint32_t>& prompt);
+  greedy_answer(const std::vector<std::uint32_t>& prompt, const greedy_vocabulary& vocabulary);
   struct token {
     std::uint32_t id = 0;
     std::string_view text;  ///< " word"
@@ -85,6 +97,7 @@ class greedy_answer {
   [[nodiscard]] token next();
 
  private:
+  const greedy_vocabulary* vocabulary_;
   std::uint64_t context_;  ///< FNV-1a over the tokens so far
 };
 

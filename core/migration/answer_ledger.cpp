@@ -93,8 +93,10 @@ void answer_ledger::observe(std::string_view data) {
       piece = string_or_empty(member(*delta, "content"));
       // Reasoning text is generated too: only its token ids can carry it into a continuation.
       for (const char* reasoning : {"reasoning_content", "reasoning"})
-        if (!string_or_empty(member(*delta, reasoning)).empty())
+        if (!string_or_empty(member(*delta, reasoning)).empty()) {
           ids_complete_ = ids_complete_ && member(choice, "token_ids").has_value();
+          text_is_whole_ = false;
+        }
     } else {
       piece = string_or_empty(member(choice, "text"));
     }
@@ -116,6 +118,12 @@ void answer_ledger::carry(std::string_view text, const std::vector<std::uint32_t
   generated_ids_.insert(generated_ids_.end(), ids.begin(), ids.end());
   if (!ids_known) ids_complete_ = false;
   if (!text.empty() || !ids.empty()) ++token_chunks_;
+}
+
+void answer_ledger::adopt_ids(std::vector<std::uint32_t> prompt, std::vector<std::uint32_t> generated) {
+  prompt_ids_ = std::move(prompt);
+  generated_ids_ = std::move(generated);
+  ids_complete_ = true;
 }
 
 }  // namespace kvr

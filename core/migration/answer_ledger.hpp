@@ -34,6 +34,9 @@ class answer_ledger {
   /// Every chunk that carried generated text also carried its token ids (so `generated_ids`
   /// is the whole answer so far, not a part of it).
   [[nodiscard]] bool ids_complete() const { return ids_complete_; }
+  /// The text is the whole answer so far (no reasoning text went out beside it), so the
+  /// answer's ids can be rebuilt from it by tokenizing (core/migration/text_fallback).
+  [[nodiscard]] bool text_is_whole() const { return text_is_whole_; }
   /// Chunks that carried generated tokens.
   [[nodiscard]] std::uint32_t token_chunks() const { return token_chunks_; }
   [[nodiscard]] const std::optional<std::string>& finish_reason() const { return finish_reason_; }
@@ -50,6 +53,9 @@ class answer_ledger {
   /// Appends what a continuation generated (its ids and text), so that a second migration
   /// continues from the whole answer.
   void carry(std::string_view text, const std::vector<std::uint32_t>& ids, bool ids_known);
+  /// The prompt's and the answer's ids as kvrouter computed them, where the engine reported
+  /// none (core/migration/text_fallback): what a continuation starts from.
+  void adopt_ids(std::vector<std::uint32_t> prompt, std::vector<std::uint32_t> generated);
   void mark_finished(std::string reason) { finish_reason_ = std::move(reason); }
   void mark_usage_sent() { usage_seen_ = true; }
   void mark_done() { done_ = true; }
@@ -65,6 +71,7 @@ class answer_ledger {
   std::vector<std::uint32_t> generated_ids_;
   std::vector<std::uint32_t> prompt_ids_;
   bool ids_complete_ = true;
+  bool text_is_whole_ = true;
   std::uint32_t token_chunks_ = 0;
   std::optional<std::string> finish_reason_;
   bool tool_call_started_ = false;

@@ -57,11 +57,13 @@ class Worker:
 
 
 class Mocker:
-    """A kvrouter-mocker process on a free loopback port."""
-    def __init__(self, binary, *flags):
+    """A kvrouter-mocker process on a free loopback port (or on `port`: a worker restarted where
+    the router knows it)."""
+    def __init__(self, binary, *flags, port=0):
+        self.binary, self.flags = binary, flags
         self.dir = tempfile.mkdtemp()
         port_file = os.path.join(self.dir, "port")
-        self.proc = subprocess.Popen([binary, "--port", "0", "--port-file", port_file, *flags], stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen([binary, "--port", str(port), "--port-file", port_file, *flags], stderr=subprocess.DEVNULL)
         deadline = time.time() + 10
         while not os.path.exists(port_file):
             if time.time() > deadline or self.proc.poll() is not None:
@@ -84,6 +86,11 @@ class Mocker:
             if line.startswith(name + "{"):
                 total += float(line.rsplit(" ", 1)[1])
         return total
+
+    def restarted(self):
+        """The same worker started again on its port, once this process has ended."""
+        self.proc.wait(timeout=10)
+        return Mocker(self.binary, *self.flags, port=self.port)
 
     def stop(self):
         self.proc.terminate()

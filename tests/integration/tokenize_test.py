@@ -9,7 +9,9 @@ tokenizer and chat template, exactly as HuggingFace `tokenizers` does.
    engines render it, golden-tested against Jinja2 in chat_template_golden.py).
 3. Errors: an id outside the vocabulary, a body that is not an object, neither prompt nor
    messages: 400 naming the problem. None of these requests reached a worker.
-4. What only the engine knows (`return_token_strs`), and sets without a tokenizer, pass through
+4. A prompt or chat past --max-prompt-tokens: 400 naming the limit and the field (tokenizing
+   stops there), as the router refuses such prompts on every other route.
+5. What only the engine knows (`return_token_strs`), and sets without a tokenizer, pass through
    to a worker (a kvrouter-mocker, whose answer carries `max_model_len`).
 
 Usage: tokenize_test.py PATH/TO/kvrouter PATH/TO/kvrouter-mocker QWEN3_MODEL_DIR GOLDEN_JSON CORPUS_JSON
@@ -75,6 +77,17 @@ try:
 
     status, answer = post(router, "/tokenize", {"model": "m", "prompt": "a b c", "return_token_strs": True})
     f.check(status == 200 and "max_model_len" in answer, f"return_token_strs passes through to the engine ({answer})")
+    router.stop()
+
+    router = Router(kvrouter, "m", [f"{mocker.url},id=engine"], "--tokenizer", model_dir, "--engine-metrics-interval-ms", "0",
+                    "--max-prompt-tokens", "64")
+    long_text = " ".join(["word"] * 5000)
+    for document, field in (({"prompt": long_text}, "prompt"), ({"messages": [{"role": "user", "content": long_text}]}, "messages")):
+        status, answer = post(router, "/tokenize", document)
+        f.check(status == 400 and answer["error"]["message"] == "the prompt is longer than the 64 tokens this router accepts"
+                and answer["error"]["param"] == field, f"/tokenize past --max-prompt-tokens: 400 naming {field} ({status} {answer})")
+    status, answer = post(router, "/tokenize", {"prompt": " ".join(["word"] * 64)})
+    f.check(status == 200 and answer["count"] == 64, f"a prompt of exactly the limit is tokenized ({status} {answer})")
     router.stop()
     router = Router(kvrouter, "m", [f"{mocker.url},id=engine"], "--engine-metrics-interval-ms", "0")
     status, answer = post(router, "/tokenize", {"model": "m", "prompt": "a b c"})
