@@ -22,6 +22,8 @@ void proxy_stream::start(const worker_target& worker, const http::request<http::
   target_ = leg.target;
   filter_ = leg.filter;
   continuing_ = leg.continuing;
+  collect_asked_ = leg.collect;
+  if (!continuing_) collect_ = false;  // a continuation collects if its answer's first leg did
   keep_alive_ = keep_alive;
   prefill_reported_ = false;
   if (!continuing_) body_bytes_ = 0;  // a continuation's bytes add to the answer's
@@ -198,6 +200,7 @@ void proxy_stream::forward_head() {
     return relay();
   }
   chunked_ = !response.has_content_length() && !parser_->is_done();
+  collect_ = collect_asked_ && status_ == 200 && chunked_;
   head_.clear();
   head_ += fmt::format("HTTP/1.1 {} ", status_);
   const auto reason = response.reason();
@@ -206,13 +209,20 @@ void proxy_stream::forward_head() {
   const auto connection = response.find(http::field::connection);
   const boost::beast::string_view hop_fields = connection == response.end() ? "" : connection->value();
   for (const auto& field : response)
-    if (!is_response_field_replaced(field.name()) && !is_named_in_connection(hop_fields, field.name_string()))
+    if (!is_response_field_replaced(field.name()) && !is_named_in_connection(hop_fields, field.name_string()) &&
+        !(collect_ && field.name() == http::field::content_type))
       append_field(head_, field.name_string(), field.value());
   head_ += answer_tags_;
   if (response.find("x-request-id") == response.end()) head_ += fmt::format("x-request-id: {}\r\n", request_id_);
+  if (!keep_alive_) head_ += "Connection: close\r\n";
+  if (collect_) {  // framed once the answer is whole (answer_collected)
+    if (filter_ != nullptr) filter_->on_head(status_, chunked_);
+    server_.probe.answer_started();
+    phase_ = phase::relaying;
+    return relay();
+  }
   if (chunked_) head_ += "Transfer-Encoding: chunked\r\n";
   else if (const auto length = parser_->content_length()) head_ += fmt::format("Content-Length: {}\r\n", *length);
-  if (!keep_alive_) head_ += "Connection: close\r\n";
   head_ += "\r\n";
   if (filter_ != nullptr) filter_->on_head(status_, chunked_);
   if (!owner_.answer_may_start(status_)) {
@@ -253,11 +263,21 @@ void proxy_stream::write_client(std::size_t read) {
   const bool last = parser_->is_done() && !worker_failed;
   // First bytes of a longer answer: the worker's prefill is done. (An answer complete in one
   // read needs no separate message: finishing releases the prefill too.)
-  if (bytes > 0 && !prefill_reported_ && !last) {
+  if ((bytes > 0 || (collect_ && read > 0)) && !prefill_reported_ && !last) {
     prefill_reported_ = true;
     owner_.on_first_bytes();
   }
   if (last) owner_.on_answer_received();
+  // The engine said it failed: what came before its error goes out, then the stream is cut.
+  auto next = [this, last, worker_failed] {
+    if (worker_failed) {
+      last_cut_ = cut_cause::error_event;
+      return end_late(late_end::cut);
+    }
+    if (last) return end_late(late_end::completed);
+    relay();
+  };
+  if (collect_) return next();  // the filter keeps what it read; the owner answers at the end
   std::array<asio::const_buffer, 5> out;
   std::size_t n = 0;
   const bool head = phase_ == phase::awaiting_answer;
@@ -270,15 +290,6 @@ void proxy_stream::write_client(std::size_t read) {
   body_bytes_ += bytes;
   if (chunked_ && bytes > 0) out[n++] = asio::buffer("\r\n", 2);
   if (chunked_ && last) out[n++] = asio::buffer("0\r\n\r\n", 5);
-  // The engine said it failed: what came before its error goes out, then the stream is cut.
-  auto next = [this, last, worker_failed] {
-    if (worker_failed) {
-      last_cut_ = cut_cause::error_event;
-      return end_late(late_end::cut);
-    }
-    if (last) return end_late(late_end::completed);
-    relay();
-  };
   if (n == 0) return next();
   if (head) server_.probe.answer_started();
   phase_ = phase::writing_client;
@@ -294,6 +305,16 @@ void proxy_stream::finish_client_stream(std::string events, std::function<void(b
   if (!events.empty()) tail_ = fmt::format("{:x}\r\n{}\r\n", events.size(), events);
   tail_ += "0\r\n\r\n";
   body_bytes_ += events.size();
+  owner_.expire_after(server_.settings.client_timeout);
+  asio::async_write(client_, asio::buffer(tail_),
+                    [this, done = std::move(done), keep = owner_.keep_alive()](error_code ec, std::size_t) { done(!ec); });
+}
+
+void proxy_stream::answer_collected(std::string body, std::function<void(bool)> done) {
+  tail_ = head_;
+  tail_ += fmt::format("Content-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.size());
+  tail_ += body;
+  body_bytes_ = body.size();
   owner_.expire_after(server_.settings.client_timeout);
   asio::async_write(client_, asio::buffer(tail_),
                     [this, done = std::move(done), keep = owner_.keep_alive()](error_code ec, std::size_t) { done(!ec); });

@@ -37,6 +37,11 @@ struct proxy_leg {
   /// continuation): the worker's head is not forwarded, and a status other than 200 is the
   /// worker's failure; the body goes on in the client's framing.
   bool continuing = false;
+  /// The client asked for a whole answer that the worker streams (a migratable request,
+  /// actors/http/stream_migration.hpp): a 200 event stream is given to the filter only, and
+  /// once it is over the owner writes the answer with answer_collected(). Anything else the
+  /// worker answers is relayed as it is.
+  bool collect = false;
 };
 
 class proxy_stream {
@@ -110,6 +115,11 @@ class proxy_stream {
   /// After a cut (late_end::cut): `events` go to the client as the answer's last bytes and its
   /// chunked body ends, so the client reads a whole HTTP answer; `done(written)` follows.
   void finish_client_stream(std::string events, std::function<void(bool written)> done);
+  /// A collected answer's end (proxy_leg::collect): `body` goes to the client as a JSON answer,
+  /// under the first worker's head; `done(written)` follows.
+  void answer_collected(std::string body, std::function<void(bool written)> done);
+  /// The answer is being collected, not relayed (nothing of it reached the client).
+  [[nodiscard]] bool collecting() const { return collect_; }
   /// The owner's deadline passed: cut what the stream waits for.
   void on_deadline();
   /// The client went away: cut the worker's request now.
@@ -157,6 +167,8 @@ class proxy_stream {
   std::string_view target_;            ///< instead of the request's, when not empty
   body_filter* filter_ = nullptr;
   bool continuing_ = false;
+  bool collect_asked_ = false;  ///< the leg's proxy_leg::collect
+  bool collect_ = false;        ///< this answer is collected (a 200 event stream was asked to be)
   cut_cause last_cut_ = cut_cause::broken;
   std::string tail_;  ///< finish_client_stream's bytes while they are written
   bool keep_alive_ = true;

@@ -165,7 +165,7 @@ void request_exchange::start_answering_leg(const std::string* body) {
   // its stream break (docs/disaggregation.md says why not yet a disaggregated set's).
   if (shape_ == &aggregated_ && !router_.pinned() && !router_.set().disaggregation) {
     migration_.arm(http_request_->body(), router_.request(), router_.set().config);
-    if (migration_.armed()) leg = {.body = migration_.sent_body(), .filter = &migration_};
+    if (migration_.armed()) leg = {.body = migration_.sent_body(), .filter = &migration_, .collect = migration_.whole()};
   } else {
     migration_.reset();
   }
@@ -247,7 +247,8 @@ void request_exchange::on_late_end(proxy_stream::late_end why, unsigned status) 
   cancel_prefill_leg();
   shape_->answering_leg_ended();  // the decode leg answered before a cut took effect
   decode_leg_ = false;
-  if (why == proxy_stream::late_end::cut && migration_.armed() && !client_gone_ && stream_.client_chunked()) {
+  if (why == proxy_stream::late_end::cut && migration_.armed() && !client_gone_ &&
+      (stream_.client_chunked() || stream_.collecting())) {
     using cause = migration_counters::cause;
     const auto broke = stream_.last_cut();
     return migrate(broke == proxy_stream::cut_cause::timed_out     ? cause::timed_out
@@ -256,6 +257,7 @@ void request_exchange::on_late_end(proxy_stream::late_end why, unsigned status) 
   }
   router_.finished();
   if (!first_bytes_) first_bytes_ = clock_type::now();  // the whole answer came in one read
+  if (why == proxy_stream::late_end::completed && stream_.collecting()) return answer_whole("completed");
   log_access(why == proxy_stream::late_end::completed     ? "completed"
              : why == proxy_stream::late_end::client_gone ? "client_left"
                                                           : "cut",
@@ -356,21 +358,39 @@ void request_exchange::start_continuation_leg() {
   state_ = state::proxying;
   stream_.start(router_.worker(), *http_request_, client_.keeps_connection(),
                 {.request_id = request_id_, .client_sent_id = client_sent_id_, .decision_headers = false},
-                {.body = &migration_.continuation_body(), .target = "/v1/completions", .filter = &migration_, .continuing = true});
+                {.body = &migration_.continuation_body(),
+                 .target = "/v1/completions",
+                 .filter = &migration_,
+                 .continuing = true,
+                 .collect = migration_.whole()});
 }
 
 void request_exchange::end_unfinished_stream(migration_refusal why, std::string_view detail) {
   server_.probe.migration_refused(why);
   router_.finished();
   std::cerr << fmt::format("kvrouter: request {}: {}; not continued elsewhere: {}\n", request_id_, detail, to_string(why));
+  if (migration_.whole())  // nothing of it reached the client: an error answer instead
+    return answer_error({api_errc::worker_failed, fmt::format("{}; the answer could not be continued ({})", detail, to_string(why)), {}},
+                        "cut");
   end_client_stream(migration_.error_events(fmt::format("{}; the answer could not be continued ({})", detail, to_string(why))),
                     "cut");
 }
 
 void request_exchange::end_client_stream(std::string events, std::string_view outcome) {
+  if (migration_.whole()) {
+    migration_.gather(events);
+    return answer_whole(outcome);
+  }
   log_access(outcome, 200, stream_.body_bytes() + events.size());
   if (outcome == "completed") server_.probe.responded(200);
   stream_.finish_client_stream(std::move(events), [this](bool written) { client_.relayed(written); });
+}
+
+void request_exchange::answer_whole(std::string_view outcome) {
+  std::string body = migration_.whole_answer_body();
+  log_access(outcome, 200, body.size());
+  server_.probe.responded(200);
+  stream_.answer_collected(std::move(body), [this](bool written) { client_.relayed(written); });
 }
 
 // -- the access log --------------------------------------------------------------------------

@@ -112,6 +112,8 @@ class request_exchange final : private proxy_stream::owner, private shape_host {
   void end_unfinished_stream(migration_refusal why, std::string_view detail);
   /// The client's stream ends with `events` as its last bytes (`outcome` for the access log).
   void end_client_stream(std::string events, std::string_view outcome);
+  /// A whole answer gathered from its stream (and its continuations) goes to the client.
+  void answer_whole(std::string_view outcome);
 
   // -- the request's end ----------------------------------------------------------------------
   void answer_error(const api_error& error, std::string_view outcome);

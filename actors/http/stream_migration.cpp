@@ -14,6 +14,9 @@ void stream_migration::reset() {
   passive_ = false;
   rewritten_ = false;
   client_usage_ = false;
+  whole_ = false;
+  gathered_reader_.reset();
+  gathered_ = whole_answer{};
   client_body_ = nullptr;
   sent_body_.clear();
   migrations_ = 0;
@@ -27,7 +30,9 @@ void stream_migration::reset() {
 void stream_migration::arm(const std::string& client_body, const routing_request& request, const router_config& config) {
   reset();
   const bool generative = request.endpoint == api_endpoint::chat_completions || request.endpoint == api_endpoint::completions;
-  if (config.migration_limit == 0 || !generative || !request.stream) return;
+  if (config.migration_limit == 0 || !generative) return;
+  whole_ = !request.stream;
+  if (whole_ && (!config.migration_whole_answers || !whole_answer_can_be_followed(client_body))) return reset();
   client_body_ = &client_body;
   limit_ = config.migration_limit;
   max_seq_len_ = config.migration_max_seq_len;
@@ -37,16 +42,22 @@ void stream_migration::arm(const std::string& client_body, const routing_request
     const auto raw = member_value(client_body, key);
     return raw && *raw == value;
   };
-  if (const auto options = member_value(client_body, "stream_options")) {
+  if (const auto options = member_value(client_body, "stream_options"); options && !whole_) {
     const auto parsed = parse_plain_json(*options);
     client_usage_ = parsed.is_object() && parsed.value("include_usage", false) == true;
   }
-  if (!member_is("return_token_ids", "true")) {
-    const std::array edits{member_edit{"return_token_ids", "true"}};
+  client_usage_ = client_usage_ || whole_;  // a whole answer has its usage
+  rewritten_ = !member_is("return_token_ids", "true");
+  std::vector<member_edit> edits;
+  if (rewritten_) edits.push_back({"return_token_ids", "true"});
+  if (whole_) {
+    edits.push_back({"stream", "true"});
+    edits.push_back({"stream_options", R"({"include_usage":true})"});
+  }
+  if (!edits.empty()) {
     auto body = edit_members(client_body, edits);
-    if (!body) return;  // not one JSON object after all: the worker judges it, nothing to continue
+    if (!body) return reset();  // not one JSON object after all: the worker judges it, nothing to continue
     sent_body_ = std::move(*body);
-    rewritten_ = true;
   }
   leg_ = leg::first;
 }
@@ -65,7 +76,8 @@ body_filter::result stream_migration::filter(std::string_view bytes) {
     if (failed) return;  // nothing after the failure reaches the client
     if (leg_ == leg::continuation) {
       auto step = relay_->relay(data);
-      out_ += step.to_client;
+      if (whole_) gather(step.to_client);
+      else out_ += step.to_client;
       failed = step.failed;
       return;
     }
@@ -74,17 +86,24 @@ body_filter::result stream_migration::filter(std::string_view bytes) {
       failed = true;
       return;
     }
+    const std::string event = rewritten_ && data != "[DONE]" ? without_token_ids(data) : std::string(data);
+    if (whole_) return gathered_.add(event);
     out_ += "data: ";
-    out_ += rewritten_ && data != "[DONE]" ? without_token_ids(data) : std::string(data);
+    out_ += event;
     out_ += "\n\n";
   });
   // An event too long to follow ends the following: the first leg's answer is relayed as it
-  // is from here (and can no longer be continued); a continuation's is cut.
+  // is from here (and can no longer be continued); a continuation's is cut, and so is a
+  // gathered answer (its events cannot be gathered).
   if (reader_.overflowed()) {
-    if (leg_ == leg::continuation) return {out_, true};
+    if (leg_ == leg::continuation || whole_) return {out_, true};
     leg_ = leg::off;
   }
   return {out_, failed};
+}
+
+void stream_migration::gather(std::string_view events) {
+  gathered_reader_.feed(events, [&](std::string_view data) { gathered_.add(data); });
 }
 
 std::expected<continuation, migration_refusal> stream_migration::plan(const prompt_tokenizers& prompts, std::size_t max_tokens) {

@@ -20,6 +20,7 @@
 #include "core/migration/continuation.hpp"
 #include "core/migration/sse_events.hpp"
 #include "core/migration/text_fallback.hpp"
+#include "core/migration/whole_answer.hpp"
 #include "core/prompt/openai.hpp"
 
 namespace kvr::ingress {
@@ -28,11 +29,19 @@ class stream_migration final : public body_filter {
  public:
   /// Before the first leg starts: whether `request` (its body `client_body`) may be continued
   /// elsewhere, under its set's `config`. When it may, the worker is sent `sent_body()` (the
-  /// client's body asking for token ids) and the leg's events go through this filter.
+  /// client's body asking for token ids) and the leg's events go through this filter. A
+  /// non-streamed request is then streamed from the worker (`whole()`): its events are
+  /// gathered, and the client gets `whole_answer_body()` once the answer is complete.
   void arm(const std::string& client_body, const routing_request& request, const router_config& config);
   [[nodiscard]] bool armed() const { return leg_ != leg::off; }
+  /// The client asked for a whole answer, which is gathered from the worker's stream.
+  [[nodiscard]] bool whole() const { return whole_ && leg_ != leg::off; }
+  /// The gathered answer (whole() only), once its stream is over.
+  [[nodiscard]] std::string whole_answer_body() const { return gathered_.body(); }
+  /// `events` (client-facing SSE bytes kvrouter wrote itself: an answer's end) join the gathered answer.
+  void gather(std::string_view events);
   /// The body the first leg sends: the client's with `return_token_ids`, or null for the client's own.
-  [[nodiscard]] const std::string* sent_body() const { return rewritten_ ? &sent_body_ : nullptr; }
+  [[nodiscard]] const std::string* sent_body() const { return sent_body_.empty() ? nullptr : &sent_body_; }
 
   /// The answer's worker broke off: its continuation, or why there is none. Counts the attempt.
   /// Where the engine reported no token ids, they are rebuilt from the text with the set's
@@ -67,6 +76,7 @@ class stream_migration final : public body_filter {
   bool passive_ = false;      ///< the answer cannot be followed (not a 200 event stream): bytes pass untouched
   bool rewritten_ = false;    ///< the worker is asked for token ids the client did not ask for (strip them)
   bool client_usage_ = false; ///< the client asked for `stream_options.include_usage`
+  bool whole_ = false;        ///< the client asked for a whole answer: the stream is gathered, not relayed
   const std::string* client_body_ = nullptr;
   std::string sent_body_;
   std::uint32_t limit_ = 0;
@@ -78,6 +88,8 @@ class stream_migration final : public body_filter {
   continuation continuation_;
   std::optional<continuation_relay> relay_;
   std::string out_;  ///< the filtered bytes of the last call
+  sse_reader gathered_reader_;  ///< whole(): the client-facing events, read back
+  whole_answer gathered_;
 };
 
 }  // namespace kvr::ingress

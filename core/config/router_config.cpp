@@ -31,7 +31,7 @@ struct knob {
 };
 
 using rc = router_config;
-const std::array<knob, 21> knob_table{{
+const std::array<knob, 22> knob_table{{
     {{"router_mode", "MODE", "how workers are picked", "kv|round-robin|random|power-of-two|least-loaded"}, &rc::mode},
     {{"overlap_score_credit", "NUMBER", "weight of a cached block against a block of prefill work; 0 ignores the cache", ">= 0"}, &rc::overlap_score_credit},
     {{"prefill_load_scale", "NUMBER", "weight of prefill work against decode work", ">= 0"}, &rc::prefill_load_scale},
@@ -53,6 +53,7 @@ const std::array<knob, 21> knob_table{{
     {{"session_affinity_slack", "BLOCKS", "leave the bound worker when its cost exceeds the best by more than this", ">= 0"}, &rc::session_affinity_slack},
     {{"migration_limit", "N", "times a streamed answer whose worker fails mid-way is continued on another worker; 0 = off", ">= 0"}, &rc::migration_limit},
     {{"migration_max_seq_len", "TOKENS", "longest prompt + answer so far a continuation may carry; 0 = no bound but the engine's", ">= 0"}, &rc::migration_max_seq_len},
+    {{"migration_whole_answers", "BOOL", "non-streamed chats and completions are streamed from the worker and gathered, so that they can be continued too; false (the default) sends them as the client did", "true|false"}, &rc::migration_whole_answers},
 }};
 
 const std::array<knob_info, knob_table.size()> knob_infos = [] {
@@ -141,6 +142,7 @@ bool retunable_in_place(const router_config& running, const router_config& next)
   weights_only.session_affinity_slack = running.session_affinity_slack;
   weights_only.migration_limit = running.migration_limit;
   weights_only.migration_max_seq_len = running.migration_max_seq_len;
+  weights_only.migration_whole_answers = running.migration_whole_answers;
   return weights_only == running && uses_prefix_overlap(running) == uses_prefix_overlap(next);
 }
 

@@ -79,13 +79,17 @@ struct router_config {
   /// blocks (kv and load-only modes; round-robin and random keep it while it is routable).
   double session_affinity_slack = 16.0;
 
-  // Migration (docs/migration.md): a streamed answer whose worker fails after the client got
-  // some of it is continued on another worker from the tokens generated so far.
+  // Migration (docs/migration.md): an answer whose worker fails mid-way is continued on another
+  // worker from the tokens generated so far.
   /// Continuations per request; 0 = a failure mid-stream ends the stream with an error event.
   std::uint32_t migration_limit = 3;
   /// The longest continuation prompt (the prompt's tokens plus those generated); 0 = no bound
   /// but the engine's own.
   std::uint32_t migration_max_seq_len = 0;
+  /// Non-streamed chats and completions are asked for as streams and gathered for the client,
+  /// so that they can be continued too. Off by default: the gathered answer has vLLM's fields
+  /// for it, not every field an engine's own non-streamed answer has (docs/migration.md).
+  bool migration_whole_answers = false;
 
   friend bool operator==(const router_config&, const router_config&) = default;
 };

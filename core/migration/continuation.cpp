@@ -1,10 +1,12 @@
 #include "core/migration/continuation.hpp"
 
+#include <algorithm>
 #include <array>
 
 #include <nlohmann/json.hpp>
 
 #include "core/common/json_parse.hpp"
+#include "core/common/json_top_level.hpp"
 
 namespace kvr {
 namespace {
@@ -62,6 +64,25 @@ std::optional<migration_refusal> refuses_migration(const json& body) {
   for (const char* guided : {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"})
     if (member(body, guided)) return migration_refusal::structured_output;
   return std::nullopt;
+}
+
+bool whole_answer_can_be_followed(std::string_view body) {
+  std::vector<json_member> members;
+  if (!scan_top_level_members(body, members)) return false;
+  // Only the members the rules read are parsed, each from its own bytes.
+  static constexpr std::array ruled{"n", "best_of", "logprobs", "top_logprobs", "prompt_logprobs", "response_format",
+                                    "guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"};
+  json read = json::object();
+  for (const json_member& m : members) {
+    const std::string_view key = m.raw_key.substr(1, m.raw_key.size() - 2);
+    if (key.find('\\') != std::string_view::npos) return false;  // a key spelled with escapes: not followed
+    if (key == "echo" && m.value == "true") return false;  // the prompt's text opens the answer
+    if ((key == "tools" || key == "functions") && m.value != "null" && m.value != "[]") return false;  // tool calls may come
+    if (std::find(ruled.begin(), ruled.end(), key) == ruled.end()) continue;
+    read[std::string(key)] = parse_plain_json(m.value);
+    if (read[std::string(key)].is_discarded()) return false;
+  }
+  return !refuses_migration(read);
 }
 
 std::optional<std::int64_t> tokens_left(const json& body, bool chat, std::uint32_t generated) {

@@ -43,6 +43,12 @@ enum class migration_refusal : std::uint8_t {
 /// sent, so that nothing is asked of the engine for a request that cannot migrate.
 [[nodiscard]] std::optional<migration_refusal> refuses_migration(const nlohmann::json& body);
 
+/// Whether a non-streamed request (its body's bytes) may be streamed from its worker and
+/// gathered (core/migration/whole_answer), so that it can be continued elsewhere: the rules
+/// above, read member by member without a tree of the body, and neither tools (tool calls are
+/// not gathered) nor `echo`.
+[[nodiscard]] bool whole_answer_can_be_followed(std::string_view body);
+
 struct continuation {
   std::string body;                  ///< a `/v1/completions` request body ("" when nothing is left)
   std::uint32_t carried_tokens = 0;  ///< generated tokens the continuation starts from

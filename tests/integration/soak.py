@@ -10,8 +10,9 @@ chaos has happened at least once when RSS is first read, so buffers that chaos f
 ZeroMQ queues of a subscriber being restarted, the live batches held while a replay catches
 up) are in the baseline, and what the end compares is growth, i.e. leaks.
 
-Invariants checked at the end: kvrouter never crashed; every failed request was in flight
-within a few seconds after an engine was killed or restarted; once the load stops every booked
+Invariants checked at the end: kvrouter never crashed; no request failed, not even those in
+flight when an engine was killed or restarted (their streams are continued on another engine:
+docs/migration.md, counted as migrations); once the load stops every booked
 load is 0; every set's index stays within its bound; RSS at the end (once retired sets are gone)
 is within 1.2x of RSS after warm-up.
 
@@ -231,11 +232,12 @@ alive = router.proc.poll() is None
 if not alive:
     problems.append(f"kvrouter exited with {router.proc.returncode}")
 else:
-    # Failures must come from requests in flight around an engine's death (its streams are cut;
-    # its health check needs up to a second to notice it is gone).
-    unexplained = [f for f in failures if not any(k - 30 <= f[0] and f[1] >= k and f[0] <= k + 3 for k in kills)]
-    if unexplained:
-        problems.append(f"{len(unexplained)} failed requests not near an engine kill: {unexplained[:5]}")
+    # A stream cut by an engine's death is continued elsewhere, and a request it failed before
+    # its answer is retried: no client sees an engine die.
+    if failures:
+        near = sum(1 for f in failures if any(k - 30 <= f[0] and f[1] >= k and f[0] <= k + 3 for k in kills))
+        problems.append(f"{len(failures)} failed requests ({near} near an engine kill): {failures[:5]}")
+    migrated = sum(v for k, v in router.metrics().items() if k.startswith("kvrouter_migrations_total"))
 
     def loads_zero():
         m = router.metrics()
@@ -254,7 +256,7 @@ else:
     if rss_end > 1.2 * rss_warm:
         problems.append(f"RSS grew from {rss_warm} kB after warm-up to {rss_end} kB")
     print(f"soak: {minutes} min, {completed[0]} completed, {left_early[0]} clients left mid-stream, "
-          f"{len(failures)} failed (all near one of {len(kills)} engine kills or restarts), {actions[0]} chaos actions, "
+          f"{len(failures)} failed, {migrated:.0f} streams migrated around {len(kills)} engine kills or restarts, {actions[0]} chaos actions, "
           f"index {index_before_chaos} blocks before chaos, {index_warm} after warm-up, {index} at the end, "
           f"{batches_applied} KV batches applied after warm-up, RSS {rss_warm} -> {rss_end} kB")
     # After chaos the index may hold little: a set restarted by a reload learns only what the
