@@ -23,6 +23,7 @@ void proxy_stream::start(const worker_target& worker, const http::request<http::
   filter_ = leg.filter;
   continuing_ = leg.continuing;
   collect_asked_ = leg.collect;
+  unavailable_is_failure_ = leg.unavailable_is_failure;
   if (!continuing_) collect_ = false;  // a continuation collects if its answer's first leg did
   keep_alive_ = keep_alive;
   prefill_reported_ = false;
@@ -192,6 +193,8 @@ void proxy_stream::failed_before_answer(const error_code& ec) {
 void proxy_stream::forward_head() {
   const auto& response = parser_->get();
   status_ = response.result_int();
+  if (unavailable_is_failure_ && !continuing_ && (status_ == 502 || status_ == 503 || status_ == 504))
+    return end_early(early_end::worker_failed, fmt::format("answered with status {}", status_));
   if (continuing_) {  // the client has its head: this worker only goes on with the body
     if (status_ != 200) return end_early(early_end::worker_failed, fmt::format("answered the continuation with status {}", status_));
     if (filter_ != nullptr) filter_->on_head(status_, true);

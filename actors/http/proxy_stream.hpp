@@ -42,6 +42,10 @@ struct proxy_leg {
   /// once it is over the owner writes the answer with answer_collected(). Anything else the
   /// worker answers is relayed as it is.
   bool collect = false;
+  /// A 502, 503 or 504 head (the engine unavailable: restarting, overloaded, behind a gateway
+  /// that lost it) is the worker's failure, not an answer: the stream ends early and the
+  /// request may go elsewhere. Nothing of it has reached the client.
+  bool unavailable_is_failure = false;
 };
 
 class proxy_stream {
@@ -168,6 +172,7 @@ class proxy_stream {
   body_filter* filter_ = nullptr;
   bool continuing_ = false;
   bool collect_asked_ = false;  ///< the leg's proxy_leg::collect
+  bool unavailable_is_failure_ = false;
   bool collect_ = false;        ///< this answer is collected (a 200 event stream was asked to be)
   cut_cause last_cut_ = cut_cause::broken;
   std::string tail_;  ///< finish_client_stream's bytes while they are written

@@ -162,10 +162,12 @@ void request_exchange::start_answering_leg(const std::string* body) {
   if (decode_leg_) decode_started_ = clock_type::now();
   proxy_leg leg{.body = body};
   // A request run whole on one worker of an aggregated set may be continued on another should
-  // its stream break (docs/disaggregation.md says why not yet a disaggregated set's).
+  // its stream break (docs/disaggregation.md says why not yet a disaggregated set's), and an
+  // engine that answers it unavailable (502, 503, 504) is passed over like one that refused it.
   if (shape_ == &aggregated_ && !router_.pinned() && !router_.set().disaggregation) {
     migration_.arm(http_request_->body(), router_.request(), router_.set().config);
     if (migration_.armed()) leg = {.body = migration_.sent_body(), .filter = &migration_, .collect = migration_.whole()};
+    leg.unavailable_is_failure = true;
   } else {
     migration_.reset();
   }

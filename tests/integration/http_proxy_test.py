@@ -266,6 +266,20 @@ try:
     status, _, body = router.chat()
     f.check(status == 500 and failing.stats()["requests"] == 1, "a worker's 500 reaches the client as-is, once")
     router.stop()
+    # -- an engine answering 503 (restarting, overloaded) is passed over, as one that refused
+    unavailable, healthy = start_worker("unavailable", "--status", "503"), start_worker("healthy")
+    router = start_router([f"{unavailable.url},id=unavailable", f"{healthy.url},id=healthy"], "--router-mode", "round-robin")
+    answers = [router.chat() for _ in range(4)]
+    f.check(all(s == 200 and json.loads(b)["worker"] == "healthy" for s, _, b in answers) and unavailable.stats()["requests"] >= 1,
+            f"a worker's 503 is retried on another: every answer is the healthy worker's ({[a[0] for a in answers]})")
+    f.check(router.metrics().get('kvrouter_worker_failures_total{set="m",model="m",worker="unavailable"}', 0) >= 1,
+            "and the 503 counts against the worker that sent it")
+    router.stop()
+    pinned = start_router([f"{unavailable.url},id=unavailable"])
+    status, _, body = pinned.chat()
+    f.check(status == 502 and json.loads(body)["error"]["code"] == "worker_failed",
+            f"with no other worker the answer is kvrouter's 502 after its retries ({status} {body[:120]})")
+    pinned.stop()
 
     # -- approximate kv mode: the second identical token prompt goes where the first went
     a, b = start_worker("a"), start_worker("b")

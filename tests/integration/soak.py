@@ -114,7 +114,7 @@ prefixes = [[rng.randint(0, 50000) for _ in range(256)] for _ in range(12)]
 
 def one_request(local_rng, leave_early):
     prompt = local_rng.choice(prefixes) + [local_rng.randint(0, 50000) for _ in range(32)]
-    body = json.dumps({"model": "m", "prompt": prompt, "max_tokens": 16, "stream": True})
+    body = json.dumps({"model": "m", "prompt": prompt, "max_tokens": 64, "stream": True})
     started = time.time()
     try:
         c = http.client.HTTPConnection("127.0.0.1", router.port, timeout=30)
