@@ -1,52 +1,10 @@
 #include "core/migration/answer_ledger.hpp"
 
-#include <simdjson.h>
+#include "core/migration/dom_fields.hpp"
 
 namespace kvr {
-namespace {
 
-using simdjson::dom::element;
-using simdjson::dom::element_type;
-
-/// `object`'s member `key` as nlohmann would read it (a repeated key: its last value); none
-/// when it is missing or null.
-[[nodiscard]] std::optional<element> member(element object, std::string_view key) {
-  std::optional<element> found;
-  for (const simdjson::dom::key_value_pair field : simdjson::dom::object(object))
-    if (field.key == key) found = field.value;
-  if (found && found->is_null()) return std::nullopt;
-  return found;
-}
-
-[[nodiscard]] bool is_object(const std::optional<element>& value) { return value && value->type() == element_type::OBJECT; }
-
-[[nodiscard]] std::string_view string_or_empty(const std::optional<element>& value) {
-  return value && value->type() == element_type::STRING ? std::string_view(*value) : std::string_view();
-}
-
-/// A token id: an integer in [0, 2^32).
-[[nodiscard]] std::optional<std::uint32_t> token_id(element value) {
-  if (value.type() == element_type::INT64) {
-    const auto id = std::int64_t(value);
-    if (id >= 0 && id <= INT64_C(0xffffffff)) return static_cast<std::uint32_t>(id);
-  } else if (value.type() == element_type::UINT64 && std::uint64_t(value) <= UINT32_MAX) {
-    return static_cast<std::uint32_t>(std::uint64_t(value));
-  }
-  return std::nullopt;
-}
-
-/// Appends `ids` (a JSON array of token ids) to `out`; false if it is not one.
-bool append_ids(element ids, std::vector<std::uint32_t>& out) {
-  if (ids.type() != element_type::ARRAY) return false;
-  for (const element id : simdjson::dom::array(ids)) {
-    const auto value = token_id(id);
-    if (!value) return false;
-    out.push_back(*value);
-  }
-  return true;
-}
-
-}  // namespace
+using namespace dom_fields;
 
 void answer_ledger::observe(std::string_view data) {
   if (data == "[DONE]") {

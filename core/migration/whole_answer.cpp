@@ -4,37 +4,13 @@
 #include <array>
 
 #include <nlohmann/json.hpp>
-#include <simdjson.h>
+
+#include "core/migration/dom_fields.hpp"
 
 namespace kvr {
-namespace {
 
-using simdjson::dom::element;
-using simdjson::dom::element_type;
+using namespace dom_fields;
 using ojson = nlohmann::ordered_json;
-
-/// `object`'s member `key` (a repeated key: its last value); none when missing or null.
-[[nodiscard]] std::optional<element> member(element object, std::string_view key) {
-  std::optional<element> found;
-  for (const simdjson::dom::key_value_pair field : simdjson::dom::object(object))
-    if (field.key == key) found = field.value;
-  if (found && found->is_null()) return std::nullopt;
-  return found;
-}
-
-[[nodiscard]] std::string_view string_or_empty(const std::optional<element>& value) {
-  return value && value->type() == element_type::STRING ? std::string_view(*value) : std::string_view();
-}
-
-void append_ids(element ids, std::vector<std::uint32_t>& out) {
-  if (ids.type() != element_type::ARRAY) return;
-  for (const element id : simdjson::dom::array(ids)) {
-    std::uint64_t value = 0;
-    if (id.get_uint64().get(value) == simdjson::SUCCESS && value <= UINT32_MAX) out.push_back(static_cast<std::uint32_t>(value));
-  }
-}
-
-}  // namespace
 
 void whole_answer::add(std::string_view data) {
   if (data == "[DONE]") {
@@ -58,7 +34,7 @@ void whole_answer::add(std::string_view data) {
     }
   }
   if (const auto usage = member(chunk, "usage"); usage && usage->type() == element_type::OBJECT) usage_ = simdjson::minify(*usage);
-  if (const auto ids = member(chunk, "prompt_token_ids"); ids && !prompt_token_ids_) append_ids(*ids, prompt_token_ids_.emplace());
+  if (const auto ids = member(chunk, "prompt_token_ids"); ids && !prompt_token_ids_) (void)append_ids(*ids, prompt_token_ids_.emplace());
   const auto choices = member(chunk, "choices");
   if (!choices || choices->type() != element_type::ARRAY) return;
   for (const element choice : simdjson::dom::array(*choices)) {
@@ -71,10 +47,10 @@ void whole_answer::add(std::string_view data) {
     } else {
       content_ += string_or_empty(member(choice, "text"));
     }
-    if (const auto ids = member(choice, "prompt_token_ids"); ids && !prompt_token_ids_) append_ids(*ids, prompt_token_ids_.emplace());
+    if (const auto ids = member(choice, "prompt_token_ids"); ids && !prompt_token_ids_) (void)append_ids(*ids, prompt_token_ids_.emplace());
     if (const auto ids = member(choice, "token_ids")) {
       token_ids_seen_ = true;
-      append_ids(*ids, token_ids_);
+      (void)append_ids(*ids, token_ids_);
     }
     if (const auto finish = member(choice, "finish_reason"); finish && finish->is_string()) finish_reason_ = std::string_view(*finish);
     if (const auto stop = member(choice, "stop_reason")) stop_reason_ = simdjson::minify(*stop);

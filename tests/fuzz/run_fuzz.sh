@@ -75,7 +75,7 @@ case "$target" in
     libs=(-lfmt -lsimdjson) ;;
   stream)
     sources=(tests/fuzz/stream_fuzz.cpp core/migration/sse_events.cpp core/migration/answer_ledger.cpp core/migration/continuation.cpp
-             core/common/json_shape.cpp core/common/json_parse.cpp)
+             core/migration/whole_answer.cpp core/common/json_shape.cpp core/common/json_parse.cpp core/common/json_top_level.cpp)
     libs=(-lfmt -lsimdjson) ;;
   *) echo "unknown fuzz target $target" >&2; exit 2 ;;
 esac

@@ -3,7 +3,9 @@
 // size; each event's data goes through the answer's ledger, the token-id stripping, the
 // continuation's request and the continuation's rewriting. Nothing may crash; every rewritten
 // event must be SSE whose data is JSON (or [DONE]); stripped events must hold no token ids; a
-// continuation's prompt must be the prompt's ids then the answer's.
+// continuation's prompt must be the prompt's ids then the answer's; the events, raw and
+// rewritten, gathered into a whole answer (core/migration/whole_answer) must give one JSON
+// object.
 
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include "core/migration/answer_ledger.hpp"
 #include "core/migration/continuation.hpp"
 #include "core/migration/sse_events.hpp"
+#include "core/migration/whole_answer.hpp"
 
 using json = nlohmann::json;
 
@@ -44,6 +47,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   kvr::sse_reader reader(4096);
   kvr::answer_ledger ledger;
   kvr::answer_ledger relayed_ledger;
+  kvr::whole_answer gathered;
+  kvr::sse_reader gathered_reader;
   kvr::continuation_relay relay(relayed_ledger, {.token_ids = (data[0] & 0x80) != 0, .usage = (data[0] & 0x40) != 0}, 3);
   for (std::size_t at = 0; at < stream.size(); at += piece)
     reader.feed(stream.substr(at, piece), [&](std::string_view event) {
@@ -58,9 +63,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           for (const json& choice : out["choices"])
             check(!choice.is_object() || (!choice.contains("token_ids") && !choice.contains("prompt_token_ids")));
       }
+      gathered.add(event);
       const auto step = relay.relay(event);
       check_rewritten(step.to_client);
+      gathered_reader.feed(step.to_client, [&](std::string_view rewritten) { gathered.add(rewritten); });
     });
+  check(kvr::parse_plain_json(gathered.body()).is_object());
 
   const json body = {{"model", "m"}, {"max_tokens", 64}, {"stream", true}, {"temperature", 0}};
   const auto next = kvr::continue_answer(body, ledger, data[0] & 0x20 ? 32 : 0);
