@@ -93,10 +93,13 @@ std::expected<void, api_error> tokenize_chat(const body_members& body, std::stri
 }
 
 /// A completion's prompt: a string, or (`completion_prompts`) token ids or an array of one string.
+/// `ids_as_given` is set for a prompt of token ids, which the engine takes as they are (no
+/// special tokens added).
 std::expected<void, api_error> tokenize_prompt(std::string_view prompt, tokenizer& text, const prompt_reading& reading,
-                                               std::vector<std::uint32_t>& tokens) {
+                                               std::vector<std::uint32_t>& tokens, bool& ids_as_given) {
   if (reading.completion_prompts && prompt.front() == '[') {
-    if (read_token_id_array(prompt, tokens)) return {};
+    ids_as_given = read_token_id_array(prompt, tokens);
+    if (ids_as_given) return {};
     tokens.clear();
     const json parsed = parse_plain_json(prompt);
     if (!parsed.is_array() || parsed.size() != 1 || !parsed[0].is_string())
@@ -135,10 +138,11 @@ std::expected<std::vector<std::uint32_t>, api_error> prompt_token_ids(std::strin
   // vLLM's defaults: a chat's template writes its special tokens; a prompt gets the tokenizer's.
   const auto add_special = flag(*members, "add_special_tokens", !messages);
   if (!add_special) return std::unexpected(add_special.error());
+  bool ids_as_given = false;
   const auto read = messages ? tokenize_chat(*members, *messages, text, chat, plain_fallback, reading.max_tokens, tokens)
-                             : tokenize_prompt(*prompt, text, reading, tokens);
+                             : tokenize_prompt(*prompt, text, reading, tokens, ids_as_given);
   if (!read) return std::unexpected(read.error());
-  if (*add_special) {
+  if (*add_special && !ids_as_given) {
     const auto& affixes = text.added_special_tokens();
     tokens.insert(tokens.begin(), affixes.prefix.begin(), affixes.prefix.end());
     tokens.insert(tokens.end(), affixes.suffix.begin(), affixes.suffix.end());

@@ -42,7 +42,8 @@ struct prompt_reading {
 /// The prompt's token ids as the engine computes them: `messages` rendered with `chat` (with
 /// the body's `tools`, `chat_template_kwargs` and `add_generation_prompt`) and tokenized, or
 /// `prompt` tokenized; the tokenizer's special tokens added where `add_special_tokens` says, by
-/// vLLM's defaults (false for messages: the template writes them; true for a prompt). `chat`
+/// vLLM's defaults (false for messages: the template writes them; true for a prompt), except to
+/// a prompt of token ids, which goes to the engine as it is. `chat`
 /// null: chats are rendered as plain `role: content` lines when `plain_fallback`, else refused.
 [[nodiscard]] std::expected<std::vector<std::uint32_t>, api_error> prompt_token_ids(std::string_view body, tokenizer& text,
                                                                                     const chat_template* chat,

@@ -2,6 +2,8 @@
 /// text fallback rebuilds a prompt (docs/migration.md): read from the body's own bytes, by
 /// vLLM's rules for special tokens, and bounded by the router's prompt limit.
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -60,6 +62,40 @@ TEST(tokenize_api, a_completion_prompt_may_be_text_token_ids_or_one_string_in_an
   EXPECT_EQ(two_strings.error().param, "prompt");
   // /tokenize takes a string, as vLLM's does.
   EXPECT_FALSE(prompt_token_ids(R"({"prompt": [5, 6, 7]})", qwen3(), nullptr, false));
+}
+
+/// Qwen3's tokenizer with a post-processor that opens every prompt with <|endoftext|>, as
+/// Llama's opens it with its BOS token.
+tokenizer& with_bos() {
+  static tokenizer loaded = [] {
+    std::ifstream in(std::string(KVR_TOKENIZER_DIR) + "/qwen3/tokenizer.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    auto doc = nlohmann::json::parse(text.str());
+    const auto bos = std::to_string(*qwen3().added_token_id("<|endoftext|>"));
+    doc["post_processor"] = nlohmann::json::parse(R"({"type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+        "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [)" + bos + "]}}}");
+    return *tokenizer::from_json(doc.dump());
+  }();
+  return loaded;
+}
+
+TEST(tokenize_api, special_tokens_open_a_text_prompt_by_default_but_never_token_ids_or_a_chat) {
+  const std::uint32_t bos = *qwen3().added_token_id("<|endoftext|>");
+  const prompt_reading completion{.completion_prompts = true};
+  const auto text = prompt_token_ids(R"({"prompt": "Hello, world!"})", with_bos(), nullptr, false, completion);
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text, (std::vector<std::uint32_t>{bos, 9707, 11, 1879, 0}));
+  const auto without = prompt_token_ids(R"({"prompt": "Hello, world!", "add_special_tokens": false})", with_bos(), nullptr, false);
+  ASSERT_TRUE(without);
+  EXPECT_EQ(without->size(), 4u);
+  const auto ids = prompt_token_ids(R"({"prompt": [5, 6]})", with_bos(), nullptr, false, completion);
+  ASSERT_TRUE(ids);
+  EXPECT_EQ(*ids, (std::vector<std::uint32_t>{5, 6})) << "a token-id prompt goes to the engine as it is";
+  const auto chat = prompt_token_ids(R"({"messages": [{"role": "user", "content": "hi"}]})", with_bos(), &qwen3_chat(), false);
+  ASSERT_TRUE(chat);
+  EXPECT_NE(chat->front(), bos) << "a chat's template writes its own";
 }
 
 TEST(tokenize_api, a_prompt_past_the_limit_is_refused_naming_the_limit) {
