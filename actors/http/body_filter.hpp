@@ -15,8 +15,9 @@ class body_filter {
     std::string_view out;       ///< what goes to the client instead (valid until the next call)
     bool worker_failed = false;  ///< the body says the worker failed (an engine's error event): cut here
   };
-  /// The answer's head is in: its status, and whether it streams without a length (chunked).
-  virtual void on_head(unsigned status, bool chunked) = 0;
+  /// The answer's head is in: its status, and whether it is an event stream (chunked,
+  /// `text/event-stream`).
+  virtual void on_head(unsigned status, bool event_stream) = 0;
   /// The body's next bytes.
   [[nodiscard]] virtual result filter(std::string_view bytes) = 0;
 };

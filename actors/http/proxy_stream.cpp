@@ -203,7 +203,10 @@ void proxy_stream::forward_head() {
     return relay();
   }
   chunked_ = !response.has_content_length() && !parser_->is_done();
-  collect_ = collect_asked_ && status_ == 200 && chunked_;
+  // Only an event stream can be followed (and gathered): anything else passes as it is.
+  const auto type = response.find(http::field::content_type);
+  const bool event_stream = chunked_ && type != response.end() && type->value().starts_with("text/event-stream");
+  collect_ = collect_asked_ && status_ == 200 && event_stream;
   head_.clear();
   head_ += fmt::format("HTTP/1.1 {} ", status_);
   const auto reason = response.reason();
@@ -219,7 +222,7 @@ void proxy_stream::forward_head() {
   if (response.find("x-request-id") == response.end()) head_ += fmt::format("x-request-id: {}\r\n", request_id_);
   if (!keep_alive_) head_ += "Connection: close\r\n";
   if (collect_) {  // framed once the answer is whole (answer_collected)
-    if (filter_ != nullptr) filter_->on_head(status_, chunked_);
+    if (filter_ != nullptr) filter_->on_head(status_, event_stream);
     server_.probe.answer_started();
     phase_ = phase::relaying;
     return relay();
@@ -227,7 +230,7 @@ void proxy_stream::forward_head() {
   if (chunked_) head_ += "Transfer-Encoding: chunked\r\n";
   else if (const auto length = parser_->content_length()) head_ += fmt::format("Content-Length: {}\r\n", *length);
   head_ += "\r\n";
-  if (filter_ != nullptr) filter_->on_head(status_, chunked_);
+  if (filter_ != nullptr) filter_->on_head(status_, event_stream);
   if (!owner_.answer_may_start(status_)) {
     phase_ = phase::held;
     return;

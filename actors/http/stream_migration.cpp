@@ -62,9 +62,9 @@ void stream_migration::arm(const std::string& client_body, const routing_request
   leg_ = leg::first;
 }
 
-void stream_migration::on_head(unsigned status, bool chunked) {
-  // Only a streamed 200 can be followed and continued in place; anything else passes as it is.
-  passive_ = status != 200 || !chunked;
+void stream_migration::on_head(unsigned status, bool event_stream) {
+  // Only a 200 event stream can be followed and continued in place; anything else passes as it is.
+  passive_ = status != 200 || !event_stream;
   if (passive_ && leg_ == leg::first) leg_ = leg::off;
 }
 

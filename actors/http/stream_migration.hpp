@@ -66,7 +66,7 @@ class stream_migration final : public body_filter {
   void reset();
 
   // -- body_filter ----------------------------------------------------------------------------
-  void on_head(unsigned status, bool chunked) override;
+  void on_head(unsigned status, bool event_stream) override;
   [[nodiscard]] result filter(std::string_view bytes) override;
 
  private:
