@@ -9,6 +9,8 @@ Usage: hostile_cost.py PATH/TO/kvrouter [MiB [WORD]]   (MiB: the body size to ai
 WORD: only the bodies whose description contains it)"""
 import json
 import os
+import random
+import string
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "integration"))
@@ -43,6 +45,10 @@ def shapes(size):
     yield "digits (a token each)", "/v1/chat/completions", chat("7" * size)
     yield "spaces", "/v1/chat/completions", chat(" " * size)
     yield "alternating scripts", "/v1/chat/completions", chat("aЖ中ا1 " * (size // 12))
+    rng = random.Random(7)
+    yield "random letters in one message", "/v1/chat/completions", chat(
+        "".join(rng.choices(string.ascii_lowercase, k=size)))
+    yield "spaces and tabs at random", "/v1/chat/completions", chat("".join(rng.choices(" \t", weights=[3, 1], k=size * 3 // 4)))
     yield "tiny messages, as many as fit", "/v1/chat/completions", {"model": "m", "messages": [tiny] * (size // tiny_bytes)}
     yield "tiny messages, 150,000 (under the token bound)", "/v1/chat/completions", {"model": "m", "messages": [tiny] * 150_000}
     yield "text parts of one letter", "/v1/chat/completions", chat([{"type": "text", "text": "a"}] * (size // 32))
@@ -52,6 +58,13 @@ def shapes(size):
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": "", "tool_calls": [
             {"id": "c", "type": "function", "function": {"name": "f", "arguments": json.dumps([7] * (size // 3))}}]}]}
+    yield "tool-call arguments, an array of small objects", "/v1/chat/completions", {"model": "m", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": json.dumps([{"a": 1}] * (size // 12))}}]}]}
+    yield "tools of many parameters", "/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+            f"p{i}": {"type": "integer"} for i in range(size // 32)}}}}]}
     yield "prose as a completion prompt", "/v1/completions", {"model": "m", "prompt": prose * (size // len(prose))}
     yield "token ids as a completion prompt", "/v1/completions", {"model": "m", "prompt": [7] * (size // 3)}
     yield "prose in a field no one reads", "/v1/chat/completions", chat("hi", user=prose * (size // len(prose)))

@@ -125,6 +125,7 @@ std::string describe(json_parse_error error, std::size_t max_depth) {
   switch (error) {
     case json_parse_error::not_json: return "is not valid JSON";
     case json_parse_error::too_deep: return fmt::format("nests deeper than {} levels", max_depth);
+    case json_parse_error::too_large: return "holds more JSON values than this router reads for a body of its size";
   }
   return "is malformed";
 }

@@ -30,6 +30,7 @@ namespace kvr {
 enum class json_parse_error : std::uint8_t {
   not_json,  ///< not one valid JSON value (whitespace around it allowed)
   too_deep,  ///< valid or not, it nests deeper than the bound: refused unparsed
+  too_large,  ///< what it holds would take more memory than the reader was given for it
 };
 
 /// The value `text` holds, as `Json` (`nlohmann::json` or `nlohmann::ordered_json`), if it

@@ -36,24 +36,30 @@ struct refused_input : std::invalid_argument {
   std::string field;
 };
 
+/// Whether the client's text is refused (rather than merely malformed) by `error`.
+bool refuses_input(json_parse_error error) {
+  return error == json_parse_error::too_deep || error == json_parse_error::too_large;
+}
+
 /// `text` read as template values, or a refusal naming `field` if it nests deeper than any
-/// body may.
-jinja::value parse_field(std::string_view text, const std::string& field) {
-  auto parsed = jinja::value_from_json_text(text);
-  if (!parsed && parsed.error() == json_parse_error::too_deep)
+/// body may or its values would spend what is left of the request's `budget`.
+jinja::value parse_field(std::string_view text, const std::string& field, jinja::value_budget& budget) {
+  auto parsed = jinja::value_from_json_text(text, max_json_depth, &budget);
+  if (!parsed && refuses_input(parsed.error()))
     throw refused_input(field, field + " " + describe(parsed.error()));
   if (!parsed) throw std::invalid_argument(field + " " + describe(parsed.error()));
   return std::move(*parsed);
 }
 
 /// A tool call's `arguments` string parsed into an object, as vLLM does before rendering; a
-/// string that is not JSON stays a string, one nesting deeper than a body may is refused.
-/// The field is named (`messages[i].tool_calls[j].function.arguments`) only when refused.
-void parse_arguments(jinja::value& arguments, std::size_t message, std::size_t call) {
-  auto parsed = jinja::value_from_json_text(arguments.as_string());
+/// string that is not JSON stays a string, one nesting deeper than a body may or holding more
+/// than the budget is refused. The field is named
+/// (`messages[i].tool_calls[j].function.arguments`) only when refused.
+void parse_arguments(jinja::value& arguments, std::size_t message, std::size_t call, jinja::value_budget& budget) {
+  auto parsed = jinja::value_from_json_text(arguments.as_string(), max_json_depth, &budget);
   if (parsed) {
     arguments = std::move(*parsed);
-  } else if (parsed.error() == json_parse_error::too_deep) {
+  } else if (refuses_input(parsed.error())) {
     std::string field = fmt::format("messages[{}].tool_calls[{}].function.arguments", message, call);
     std::string what = field + " " + describe(parsed.error());
     throw refused_input(std::move(field), what);
@@ -109,8 +115,8 @@ jinja::value content_parts_joined(const jinja::list& parts) {
 
 /// vLLM's preprocessing for templates, in place: null or absent content as "", content parts
 /// joined with `\n` (or kept, for templates that take parts), and tool-call arguments given as
-/// JSON strings parsed into objects.
-void normalize_messages(jinja::value& messages, bool keep_content_parts) {
+/// JSON strings parsed into objects (charged to `budget`).
+void normalize_messages(jinja::value& messages, bool keep_content_parts, jinja::value_budget& budget) {
   std::size_t index = 0;
   for (jinja::value& message : messages.as_list()) {
     if (!message.is_dict()) throw std::invalid_argument("each message must be an object");
@@ -127,7 +133,7 @@ void normalize_messages(jinja::value& messages, bool keep_content_parts) {
         const jinja::value* function = call.as_dict().find("function");
         if (function == nullptr || !function->is_dict()) continue;
         for (auto& [key, arguments] : function->as_dict().items)
-          if (key == "arguments" && arguments.is_string()) parse_arguments(arguments, index, this_call);
+          if (key == "arguments" && arguments.is_string()) parse_arguments(arguments, index, this_call, budget);
       }
     }
     ++index;
@@ -175,15 +181,17 @@ std::expected<chat_template, std::string> chat_template::load(const std::string&
 
 std::expected<std::string, chat_render_error> chat_template::render(const chat_render_inputs& inputs) const {
   jinja::dict context = special_tokens_;
+  jinja::value_budget budget = jinja::value_budget::for_text_of(
+      inputs.messages_json.size() + inputs.tools_json.size() + inputs.template_kwargs_json.size());
   try {
-    jinja::value messages = parse_field(inputs.messages_json, "messages");
+    jinja::value messages = parse_field(inputs.messages_json, "messages", budget);
     if (!messages.is_list()) return std::unexpected(chat_render_error{"messages must be an array", {}});
-    normalize_messages(messages, wants_content_parts_);
+    normalize_messages(messages, wants_content_parts_, budget);
     context.set("messages", std::move(messages));
-    context.set("tools", inputs.tools_json.empty() ? jinja::value(jinja::none_t{}) : parse_field(inputs.tools_json, "tools"));
+    context.set("tools", inputs.tools_json.empty() ? jinja::value(jinja::none_t{}) : parse_field(inputs.tools_json, "tools", budget));
     context.set("add_generation_prompt", jinja::value(inputs.add_generation_prompt));
     if (!inputs.template_kwargs_json.empty()) {
-      const jinja::value kwargs = parse_field(inputs.template_kwargs_json, "chat_template_kwargs");
+      const jinja::value kwargs = parse_field(inputs.template_kwargs_json, "chat_template_kwargs", budget);
       if (!kwargs.is_dict()) return std::unexpected(chat_render_error{"chat_template_kwargs must be an object", {}});
       // The kwargs' keys are distinct already; only the few the context holds before them
       // (special tokens, messages, tools) are looked for, so many kwargs cost linear time.
@@ -206,10 +214,11 @@ std::expected<std::string, chat_render_error> chat_template::render(const chat_r
 }
 
 std::expected<std::string, chat_render_error> chat_template::render_plain(const chat_render_inputs& inputs) {
+  jinja::value_budget budget = jinja::value_budget::for_text_of(inputs.messages_json.size());
   try {
-    jinja::value normalized = parse_field(inputs.messages_json, "messages");
+    jinja::value normalized = parse_field(inputs.messages_json, "messages", budget);
     if (!normalized.is_list()) normalized = jinja::value(jinja::list{});
-    normalize_messages(normalized, false);
+    normalize_messages(normalized, false, budget);
     std::string out;
     for (const jinja::value& message : normalized.as_list()) {
       const jinja::value* role = message.as_dict().find("role");

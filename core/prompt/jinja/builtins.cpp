@@ -14,6 +14,20 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw render_error(what); }
 
+/// Refuses, before building it, a list of `items` past the bound.
+void require_buildable_list(std::size_t items) {
+  if (items > max_built_list_items)
+    fail("a list of " + std::to_string(items) + " items would exceed the " + std::to_string(max_built_list_items) +
+         " a template may build");
+}
+
+/// `count` copies of something of `size`, saturating rather than wrapping.
+std::size_t repeated_size(std::size_t size, std::int64_t count) {
+  if (count <= 0 || size == 0) return 0;
+  const auto times = static_cast<std::uint64_t>(count);
+  return times > SIZE_MAX / size ? SIZE_MAX : size * times;
+}
+
 /// Where each code point of a string starts, as Python indexes strings by code point: the byte
 /// itself when the string is ASCII (no table: a prompt of megabytes sliced or indexed costs no
 /// memory), else a table of byte offsets, one per code point plus the end.
@@ -81,8 +95,9 @@ const value* argument(const std::vector<value>& args, std::size_t index, const k
 std::string replace_all(const std::string& s, const std::string& from, const std::string& to, std::int64_t count) {
   if (from.empty()) {
     // Python inserts `to` between every code point (and at both ends).
-    std::string out = to;
     const code_point_index starts(s);
+    require_buildable_string(s.size() + repeated_size(to.size(), static_cast<std::int64_t>(starts.size()) + 1));
+    std::string out = to;
     for (std::size_t i = 0; i < starts.size(); ++i) out += s.substr(starts.start(i), starts.start(i + 1) - starts.start(i)) + to;
     return out;
   }
@@ -94,6 +109,7 @@ std::string replace_all(const std::string& s, const std::string& from, const std
     if (found == std::string::npos) break;
     out.append(s, position, found - position);
     out += to;
+    require_buildable_string(out.size());
     position = found + from.size();
     ++done;
   }
@@ -200,6 +216,12 @@ const std::set<std::string, std::less<>> tests = {
 
 }  // namespace
 
+void require_buildable_string(std::size_t bytes) {
+  if (bytes > max_built_string_bytes)
+    throw render_error("a string of " + std::to_string(bytes) + " bytes would exceed the " +
+                       std::to_string(max_built_string_bytes >> 20) + " MiB a template may build");
+}
+
 void require_defined(const value& v) {
   if (v.is_undefined()) fail("'" + v.undefined_name() + "' is undefined");
 }
@@ -297,6 +319,7 @@ namespace {
 
 /// `a` then `b`, allocated once at their size (operator+ may leave twice the capacity).
 std::string joined(const std::string& a, const std::string& b) {
+  require_buildable_string(a.size() + b.size());
   std::string out;
   out.reserve(a.size() + b.size());
   out += a;
@@ -331,6 +354,7 @@ value binary_operation(std::string_view op, const value& a, const value& b) {
   if (op == "+") {
     if (a.is_string() && b.is_string()) return value(joined(a.as_string(), b.as_string()));
     if (a.is_list() && b.is_list()) {
+      require_buildable_list(a.as_list().size() + b.as_list().size());
       list joined = a.as_list();
       joined.insert(joined.end(), b.as_list().begin(), b.as_list().end());
       return value(std::move(joined));
@@ -339,12 +363,18 @@ value binary_operation(std::string_view op, const value& a, const value& b) {
   if (op == "*" && a.is_number() && !a.is_float() && (b.is_string() || b.is_list())) return binary_operation(op, b, a);
   if (op == "*" && (a.is_string() || a.is_list()) && b.is_number() && !b.is_float()) {
     if (a.is_string()) {
+      const std::size_t bytes = repeated_size(a.as_string().size(), b.as_int());
+      require_buildable_string(bytes);
       std::string out;
-      for (std::int64_t i = 0; i < b.as_int(); ++i) out += a.as_string();
+      out.reserve(bytes);
+      for (std::int64_t i = 0; bytes > 0 && i < b.as_int(); ++i) out += a.as_string();
       return value(std::move(out));
     }
+    const std::size_t items = repeated_size(a.as_list().size(), b.as_int());
+    require_buildable_list(items);
     list out;
-    for (std::int64_t i = 0; i < b.as_int(); ++i) out.insert(out.end(), a.as_list().begin(), a.as_list().end());
+    out.reserve(items);
+    for (std::int64_t i = 0; items > 0 && i < b.as_int(); ++i) out.insert(out.end(), a.as_list().begin(), a.as_list().end());
     return value(std::move(out));
   }
   if (!a.is_number() || !b.is_number())
@@ -605,7 +635,8 @@ value call_global(std::string_view name, const std::vector<value>& args, const k
       if (args.size() > 2) step = args[2].as_int();
     }
     if (step == 0) fail("range() step must not be zero");
-    if ((stop - start) / step > 100000) fail("range() too long");
+    // In 128 bits: the span of two 64-bit ends does not fit 64.
+    if ((static_cast<__int128>(stop) - start) / step > 100000) fail("range() too long");
     list out;
     for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
     return value(std::move(out));

@@ -38,5 +38,7 @@ value attribute(const value& target, std::string_view name);
 list iterate(const value& target);
 /// Throws render_error if `v` is undefined (using it is an error in Jinja).
 void require_defined(const value& v);
+/// Throws render_error, before it is built, for a string of `bytes` past `max_built_string_bytes`.
+void require_buildable_string(std::size_t bytes);
 
 }  // namespace kvr::jinja

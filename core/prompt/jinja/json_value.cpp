@@ -1,5 +1,6 @@
 #include "core/prompt/jinja/json_value.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +18,16 @@ namespace {
 
 /// Thrown inside the reader only, caught at its entry: the text is not JSON.
 struct malformed {};
+/// Thrown inside the reader only, caught at its entry: the budget is spent.
+struct over_budget {};
+
+/// What the reader charges for each thing it builds: a list's or an object's storage as it
+/// grows (grown by doubling, here, so what is charged is what is allocated), a container's
+/// shared control block and header, a string's heap when it is too long to be held inside its
+/// std::string, and a large object's hash index.
+constexpr std::size_t charge_container = 64;
+constexpr std::size_t charge_index_entry = 32;
+constexpr std::size_t inline_string_bytes = 15;
 
 /// Objects up to this many members find a repeated key by a scan; larger ones by hashing.
 constexpr std::size_t scanned_object_members = 16;
@@ -55,12 +66,14 @@ using member_index = std::unordered_set<std::size_t, member_hash, member_equal>;
 /// is at most `max_depth` frames deep (checked again here, for the reader's own sake).
 class json_text_reader {
  public:
-  json_text_reader(std::string_view text, std::size_t max_depth) : text_(text), max_depth_(max_depth) {}
+  json_text_reader(std::string_view text, std::size_t max_depth, value_budget* budget)
+      : text_(text), max_depth_(max_depth), budget_(budget) {}
 
   value read_document() {
     value v = read_value(0);
     skip_space();
     if (at_ != text_.size()) throw malformed{};
+    charge(sizeof(value));
     return v;
   }
 
@@ -82,6 +95,7 @@ class json_text_reader {
   value read_array(std::size_t level) {
     if (level > max_depth_) throw malformed{};
     ++at_;  // '['
+    charge(charge_container);
     list items;
     skip_space();
     if (peek() == ']') {
@@ -89,6 +103,7 @@ class json_text_reader {
       return value(std::move(items));
     }
     for (;;) {
+      grow_for_one_more(items);
       items.push_back(read_value(level));
       skip_space();
       const char c = take();
@@ -100,6 +115,7 @@ class json_text_reader {
   value read_object(std::size_t level) {
     if (level > max_depth_) throw malformed{};
     ++at_;  // '{'
+    charge(charge_container);
     dict members;
     skip_space();
     if (peek() == '}') {
@@ -111,6 +127,8 @@ class json_text_reader {
       skip_space();
       if (peek() != '"') throw malformed{};
       std::string key = read_string();
+      grow_for_one_more(members.items);
+      if (members.items.size() >= scanned_object_members) charge(charge_index_entry);
       skip_space();
       if (take() != ':') throw malformed{};
       value item = read_value(level);
@@ -159,7 +177,10 @@ class json_text_reader {
       out.append(text_.data() + start, at_ - start);
       if (at_ >= text_.size()) throw malformed{};
       const char c = text_[at_++];
-      if (c == '"') return out;
+      if (c == '"') {
+        if (out.size() > inline_string_bytes) charge(out.size());
+        return out;
+      }
       if (c != '\\') throw malformed{};  // a raw control character
       read_escape(out);
     }
@@ -286,6 +307,25 @@ class json_text_reader {
     return place < 0;
   }
 
+  /// Makes room for one more item in `items`, doubling its storage when it is full, charged
+  /// before it is allocated (while the old storage is copied, both are held: 1.5x the charge).
+  template <class Vector>
+  void grow_for_one_more(Vector& items) {
+    if (items.size() < items.capacity()) return;
+    const std::size_t capacity = std::max<std::size_t>(1, 2 * items.capacity());
+    charge((capacity - items.capacity()) * sizeof(typename Vector::value_type));
+    items.reserve(capacity);
+  }
+
+  void charge(std::size_t bytes) {
+    if (budget_ == nullptr) return;
+    if (budget_->bytes_left < bytes) {
+      budget_->bytes_left = 0;
+      throw over_budget{};
+    }
+    budget_->bytes_left -= bytes;
+  }
+
   void expect_word(std::string_view word) {
     if (text_.substr(at_, word.size()) != word) throw malformed{};
     at_ += word.size();
@@ -303,19 +343,23 @@ class json_text_reader {
   std::string_view text_;
   std::size_t at_ = 0;
   std::size_t max_depth_;
+  value_budget* budget_;
 };
 
 }  // namespace
 
-std::expected<value, json_parse_error> value_from_json_text(std::string_view text, std::size_t max_depth) {
+std::expected<value, json_parse_error> value_from_json_text(std::string_view text, std::size_t max_depth,
+                                                            value_budget* budget) {
   if (auto shape = scan_json_shape(text, max_depth); !shape)
     return std::unexpected(shape.error() == json_shape_error::too_deep ? json_parse_error::too_deep : json_parse_error::not_json);
   // Outside strings JSON is ASCII, so the whole text is valid UTF-8 exactly when every string is.
   if (!simdjson::validate_utf8(text.data(), text.size())) return std::unexpected(json_parse_error::not_json);
   try {
-    return json_text_reader(text, max_depth).read_document();
+    return json_text_reader(text, max_depth, budget).read_document();
   } catch (const malformed&) {
     return std::unexpected(json_parse_error::not_json);
+  } catch (const over_budget&) {
+    return std::unexpected(json_parse_error::too_large);
   }
 }
 

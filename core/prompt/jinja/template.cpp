@@ -228,6 +228,7 @@ class renderer {
       if (all_strings) bytes += operands[i].as_string().size();
     }
     if (all_strings) {
+      require_buildable_string(bytes);
       std::string joined;
       joined.reserve(bytes);
       for (std::size_t i = 0; i < length; ++i) joined += operands[i].as_string();

@@ -25,6 +25,12 @@ using list = std::vector<value>;
 /// JSON): past it the walk is a render error, not a stack overflow.
 inline constexpr int max_value_depth = 1024;
 
+/// The longest string, and the most list items, one template operation may build (`*`, `+`,
+/// `~`, `replace`): a repeat count or a doubling loop driven by the request would otherwise ask
+/// for any amount of memory and time. The same bound as the rendered prompt's.
+inline constexpr std::size_t max_built_string_bytes = std::size_t{64} << 20;
+inline constexpr std::size_t max_built_list_items = std::size_t{1} << 22;
+
 /// A Python dict (insertion-ordered) or a `namespace()` object.
 struct dict {
   std::vector<std::pair<std::string, value>> items;

@@ -97,6 +97,32 @@ TEST(BpeMerge, a_piece_merged_a_window_at_a_time_gives_the_whole_merges_ids) {
   }
 }
 
+TEST(BpeMerge, windows_that_repeat_the_one_before_copy_its_ids_and_give_the_whole_merges) {
+  // Runs of one letter and repeated patterns, broken now and then, so a window is sometimes the
+  // same bytes as the one before (its ids are copied) and sometimes not (it is merged); and the
+  // same with a stop that lands in a copied window.
+  std::mt19937 rng(43);
+  const bpe_byte_tokens bytes = identity_bytes();
+  bpe_scratch scratch;
+  std::vector<std::uint32_t> windowed, reference;
+  for (int table_number = 0; table_number < 20; ++table_number) {
+    const bpe_merges table = random_table(rng, 8 + table_number * 6);
+    for (const std::string unit : {"a", "ab", "abc", "abcd", "aab"}) {
+      std::string text;
+      while (text.size() < 20000) {
+        for (int i = 0; i < 2000; ++i) text += unit;
+        text += random_text(rng, 1 + rng() % 5, 4);
+      }
+      bpe_merge_piece(text, bytes, table, windowed, scratch, SIZE_MAX, {.span = 256, .lookahead = 64});
+      bpe_merge_piece_by_heap(text, bytes, table, reference);
+      ASSERT_EQ(windowed, reference) << "table " << table_number << ", unit " << unit;
+      bpe_merge_piece(text, bytes, table, windowed, scratch, 700, {.span = 256, .lookahead = 64});
+      ASSERT_GT(windowed.size(), 700u);
+      ASSERT_TRUE(std::equal(windowed.begin(), windowed.end(), reference.begin())) << "stopped, unit " << unit;
+    }
+  }
+}
+
 TEST(BpeMerge, windows_smaller_than_a_token_still_cover_every_byte_once) {
   // a+a, aa+aa, aaaa+aaaa make ids of 8 bytes; windows of 3 bytes cut them, but no byte is lost
   // or repeated: the ids still spell the piece.

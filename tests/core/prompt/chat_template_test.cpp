@@ -87,6 +87,27 @@ TEST(JinjaTemplate, RaiseExceptionAndUndefinedUsesAreRenderErrorsWithTheirLine) 
   EXPECT_EQ(render("{{ 1 + 'a' }}"), "RENDER ERROR: line 1: unsupported operand types for +: 'int' and 'str'");
 }
 
+TEST(JinjaTemplate, WhatATemplateBuildsIsBoundedBeforeItIsBuiltWhateverTheRequestDrivesItWith) {
+  // A repeat count, a doubling loop or an empty `replace` driven by the request would ask for
+  // any amount of memory and time; each is refused before it is built.
+  dict context;
+  context.set("n", value(std::int64_t{1} << 40));
+  context.set("text", value(std::string(1u << 20, 'a')));
+  EXPECT_EQ(render("{{ 'ab' * n }}", context),
+            "RENDER ERROR: line 1: a string of 2199023255552 bytes would exceed the 64 MiB a template may build");
+  EXPECT_EQ(render("{{ (n * [1, 2]) | length }}", context),
+            "RENDER ERROR: line 1: a list of 2199023255552 items would exceed the 4194304 a template may build");
+  EXPECT_EQ(render("{{ ('' * n) | length }}{{ ([] * n) | length }}{{ ('ab' * -3) | length }}", context), "000");
+  EXPECT_EQ(render("{% set ns = namespace(s=text) %}{% for i in range(10) %}{% set ns.s = ns.s + ns.s %}{% endfor %}"
+                   "{{ ns.s | length }}",
+                   context),
+            "RENDER ERROR: line 1: a string of 134217728 bytes would exceed the 64 MiB a template may build");
+  EXPECT_EQ(render("{{ text.replace('', text) | length }}", context).substr(0, 30), "RENDER ERROR: line 1: a string");
+  EXPECT_EQ(render("{{ range(-9223372036854775807, 9223372036854775807) | length }}"),
+            "RENDER ERROR: line 1: range() too long");
+  EXPECT_EQ(render("{{ ('ab' * 3) ~ ([0] * 2) | length }}"), "ababab2");
+}
+
 TEST(JinjaTemplate, ConstructsOutsideTheSubsetAreRefusedAtLoadWithNameAndLine) {
   EXPECT_EQ(render("ok\n{% macro greet(x) %}hi{% endmacro %}"), "PARSE ERROR: line 2: unsupported construct '{% macro %}'");
   EXPECT_EQ(render("{{ x | wordwrap }}"), "PARSE ERROR: line 1: unsupported filter 'wordwrap'");

@@ -76,6 +76,24 @@ TEST(json_value, refuses_nesting_past_the_bound_before_reading_it) {
   EXPECT_FALSE(value_from_json_text(allowed, 100));
 }
 
+TEST(json_value, a_budget_stops_the_read_once_what_it_built_would_pass_it) {
+  // 40 bytes of value for every 2 bytes of text: the budget is spent long before the end.
+  std::string numbers = "[1";
+  for (int i = 0; i < 1'000'000; ++i) numbers += ",1";
+  numbers += "]";
+  value_budget small{.bytes_left = 1u << 20};
+  EXPECT_EQ(value_from_json_text(numbers, max_json_depth, &small).error(), json_parse_error::too_large);
+  EXPECT_EQ(small.bytes_left, 0u);
+  value_budget enough{.bytes_left = 64u << 20};
+  ASSERT_TRUE(value_from_json_text(numbers, max_json_depth, &enough));
+  EXPECT_LT(enough.bytes_left, (64u << 20) - 1'000'001 * sizeof(value));
+  // One budget is shared by every read of a request: the second read finds what is left.
+  value_budget shared = value_budget::for_text_of(0);
+  const std::string prose(6u << 20, 'x');
+  EXPECT_TRUE(value_from_json_text("\"" + prose + "\"", max_json_depth, &shared));
+  EXPECT_EQ(value_from_json_text("\"" + prose + "\"", max_json_depth, &shared).error(), json_parse_error::too_large);
+}
+
 TEST(json_value, an_object_of_a_hundred_thousand_keys_is_read_with_every_key_once) {
   // The quadratic case of key-by-key scans (issue 40): here each key is hashed once.
   std::string text = "{";

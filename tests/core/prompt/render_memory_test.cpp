@@ -5,11 +5,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "core/prompt/chat_template.hpp"
+#include "core/prompt/jinja/json_value.hpp"
 #include "core/prompt/tokenizer.hpp"
 #include "tests/support/counting_allocator.hpp"
 
@@ -91,11 +93,55 @@ TEST(render_memory, one_long_word_peaks_under_four_times_its_json) {
   EXPECT_LT(render_and_tokenize_amplification(one_message_of_one_letter(8u << 20)), 4.0);
 }
 
-TEST(render_memory, many_tiny_messages_peak_under_twelve_times_their_json) {
+TEST(render_memory, a_chat_of_twenty_thousand_tiny_messages_is_rendered_within_the_budget_s_floor) {
   // A 30-byte message is a dict of two members in the template's values (~260 bytes with the
-  // list's slot): not yet the 4x of issue 40, which needs values backed by the body's text.
-  // (Before the direct read: 21.5x.)
-  EXPECT_LT(render_and_tokenize_amplification(tiny_messages(100000)), 12.0);
+  // list's slot): about 10x its JSON, which the budget's 8 MiB floor lets through for any chat
+  // of ordinary size.
+  EXPECT_LT(render_and_tokenize_amplification(tiny_messages(20000)), 12.0);
+}
+
+/// Peak bytes allocated while `messages_json` is refused, and the field the refusal names.
+std::pair<std::size_t, std::string> refusal_peak(const std::string& messages_json) {
+  static chat_template chat = *chat_template::load(qwen3_dir + "/tokenizer_config.json");
+  const std::size_t before = live_bytes.load();
+  peak_bytes.store(before);
+  std::string field;
+  {
+    auto rendered = chat.render({.messages_json = messages_json});
+    EXPECT_FALSE(rendered.has_value());
+    if (!rendered) field = rendered.error().refused_field;
+  }
+  const std::size_t peak = peak_bytes.load() - before;
+  std::printf("  %zu bytes of messages refused (%s) at a peak of +%.1f MB (%.2fx)\n", messages_json.size(), field.c_str(),
+              static_cast<double>(peak) / 1e6, static_cast<double>(peak) / static_cast<double>(messages_json.size()));
+  return {peak, field};
+}
+
+/// What the value budget lets rendering build from `json_bytes` of the client's JSON, with the
+/// slack of a list's spare capacity the reader does not count.
+std::size_t budget_with_slack(std::size_t json_bytes) {
+  return (jinja::value_budget::for_text_of(json_bytes).bytes_left * 3) / 2;
+}
+
+TEST(render_memory, a_chat_of_a_hundred_thousand_tiny_messages_is_refused_before_its_values_pass_the_budget) {
+  // 3 MB of JSON would be 26 MB of values (it was rendered at 10.1x its JSON before the budget).
+  const std::string messages = tiny_messages(100000);
+  const auto [peak, field] = refusal_peak(messages);
+  EXPECT_EQ(field, "messages");
+  EXPECT_LT(peak, budget_with_slack(messages.size()));
+}
+
+TEST(render_memory, tool_call_arguments_of_millions_of_numbers_are_refused_before_their_values_pass_the_budget) {
+  // 8 MB of numbers in one arguments string: 40 bytes of value for every 2 bytes of text.
+  std::string numbers = "[";
+  for (int i = 0; i < 4'000'000; ++i) numbers += i ? ",1" : "1";
+  numbers += "]";
+  const std::string messages = R"([{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":[)"
+                               R"({"id":"c","type":"function","function":{"name":"f","arguments":")" +
+                               numbers + R"("}}]}])";
+  const auto [peak, field] = refusal_peak(messages);
+  EXPECT_EQ(field, "messages[1].tool_calls[0].function.arguments");
+  EXPECT_LT(peak, budget_with_slack(messages.size()));
 }
 
 }  // namespace
