@@ -1,7 +1,9 @@
 #pragma once
 /// Applies decoded KV-event batches of one worker to a prefix index: GPU-tier events of full
 /// blocks go in; events for other tiers (CPU, disk, ...) and partial blocks are counted and
-/// kept out, since the index models what a worker can serve from its GPU cache.
+/// kept out, since the index models what a worker can serve from its GPU cache. A hybrid
+/// model's groups other than full attention (sliding windows, mamba) go to `kv_groups`, never
+/// into the full-attention chain.
 
 #include <cstdint>
 #include <span>
@@ -10,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/kv/kv_event.hpp"
+#include "core/routing/kv_groups.hpp"
 #include "core/routing/prefix_index.hpp"
 
 namespace kvr {
@@ -25,13 +28,19 @@ struct kv_event_counters {
   std::uint64_t other_tier_events = 0; ///< events for CPU / disk tiers, not indexed
   std::uint64_t partial_blocks = 0;    ///< stored events whose tokens do not fill their blocks
   std::uint64_t dropped_stored = 0;    ///< stored events the index refused (unknown parent, block size)
+  std::uint64_t other_group_events = 0;  ///< stores and removals of groups other than full attention
+  std::uint64_t unknown_group_kind_events = 0;  ///< stores of a kind this router does not know (kept out)
 };
 
-/// Applies `batch`, reported by `worker`, to `index`, counting into `counters`.
-void apply_batch(prefix_index& index, worker_id worker, const kv_batch& batch, kv_event_counters& counters);
+/// Applies `batch`, reported by `worker`, to `index` and `groups`, counting into `counters`.
+/// Without `groups`, stores of other groups are counted and dropped.
+void apply_batch(prefix_index& index, worker_id worker, const kv_batch& batch, kv_event_counters& counters,
+                 kv_groups* groups = nullptr);
 
 [[nodiscard]] nlohmann::json to_json(const kv_event_counters& counters);
 [[nodiscard]] nlohmann::json to_json(const index_counters& counters);
+/// The groups learned, with their kinds, windows, block sizes and blocks, and their counters.
+[[nodiscard]] nlohmann::json to_json(const kv_groups& groups);
 
 /// The index's contents for operators and tests: per worker (named by `worker_names[id]`),
 /// its block count and sorted sequence hashes, plus the index counters.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -82,6 +83,24 @@ struct kv_batch {
   /// Field by field (a NaN timestamp is unequal to itself, as doubles are).
   friend bool operator==(const kv_batch&, const kv_batch&) = default;
 };
+
+/// What a KV-cache group's blocks need to be of use, by vLLM's `kv_cache_spec_kind`
+/// (core/routing/kv_groups says how each is matched).
+enum class kv_group_kind : std::uint8_t {
+  full_attention,  ///< `full_attention`, `mla_attention`, `sink_full_attention`, or no kind sent
+  sliding_window,  ///< `sliding_window`, `sliding_window_mla`: the window's last blocks
+  mamba,           ///< `mamba`: a stored state at the match's end
+  unknown,         ///< anything else (`chunked_local_attention`, ...): counted, never indexed
+};
+
+[[nodiscard]] inline kv_group_kind kv_group_kind_of(std::string_view spec_kind) {
+  if (spec_kind.empty() || spec_kind == "full_attention" || spec_kind == "mla_attention" ||
+      spec_kind == "sink_full_attention")
+    return kv_group_kind::full_attention;
+  if (spec_kind == "sliding_window" || spec_kind == "sliding_window_mla") return kv_group_kind::sliding_window;
+  if (spec_kind == "mamba") return kv_group_kind::mamba;
+  return kv_group_kind::unknown;
+}
 
 /// Whether an event's tier is the GPU cache the prefix index models: "GPU" or not sent.
 [[nodiscard]] inline bool is_gpu_tier(const std::string& medium) { return medium.empty() || medium == "GPU"; }

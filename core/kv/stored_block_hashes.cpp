@@ -35,7 +35,10 @@ void compute_stored_local_hashes(const kv_stored& event, std::vector<std::uint64
 
 void precompute_local_hashes(kv_batch& batch) {
   for (kv_event& event : batch.events)
-    if (auto* stored = std::get_if<kv_stored>(&event); stored != nullptr && is_gpu_tier(stored->medium))
+    // A mamba group's blocks may span several of the index's: they keep their ids, which the
+    // scorer hashes at the index's block size (core/routing/kv_groups).
+    if (auto* stored = std::get_if<kv_stored>(&event);
+        stored != nullptr && is_gpu_tier(stored->medium) && kv_group_kind_of(stored->kv_cache_spec_kind) != kv_group_kind::mamba)
       compute_stored_local_hashes(*stored, stored->local_hashes);
 }
 

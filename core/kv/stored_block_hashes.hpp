@@ -16,7 +16,8 @@ namespace kvr {
 /// tokens do not fill the blocks (such an event is not indexed).
 void compute_stored_local_hashes(const kv_stored& event, std::vector<std::uint64_t>& out);
 
-/// Fills `local_hashes` of every GPU-tier stored event of `batch` whose tokens fill its blocks.
+/// Fills `local_hashes` of every GPU-tier stored event of `batch` whose tokens fill its blocks,
+/// but a mamba group's.
 void precompute_local_hashes(kv_batch& batch);
 
 /// Frees the token ids of every stored event of `batch` whose blocks are hashed (the index

@@ -401,6 +401,13 @@ bool prefix_index::contains(worker_id worker, std::uint64_t sequence_hash) const
   return found != nullptr && has_bit(*found, worker);
 }
 
+std::optional<std::uint64_t> prefix_index::sequence_hash_of(worker_id worker, std::uint64_t engine_hash) const {
+  if (worker >= workers_.size()) return std::nullopt;
+  const worker_block* ref = workers_[worker].blocks.find(engine_hash);
+  if (ref == nullptr || !is_live(worker, *ref)) return std::nullopt;
+  return entries_[ref->entry].sequence_hash;
+}
+
 void prefix_index::collect_worker_blocks(worker_id worker, std::vector<std::uint64_t>& out) const {
   if (worker >= workers_.size()) return;
   for (std::uint32_t e = 0; e < entries_.size(); ++e)

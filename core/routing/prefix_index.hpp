@@ -15,6 +15,7 @@
 ///   once per reference).
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -76,6 +77,9 @@ class prefix_index {
 
   /// Whether `worker` caches the block whose sequence hash is `sequence_hash`.
   [[nodiscard]] bool contains(worker_id worker, std::uint64_t sequence_hash) const;
+  /// The sequence hash of the block `worker` stored as `engine_hash`, while it caches it: the
+  /// other KV-cache groups of a hybrid model chain their blocks onto the full-attention chain.
+  [[nodiscard]] std::optional<std::uint64_t> sequence_hash_of(worker_id worker, std::uint64_t engine_hash) const;
   /// Appends the sequence hashes of every block `worker` caches (unordered).
   void collect_worker_blocks(worker_id worker, std::vector<std::uint64_t>& out) const;
 

@@ -17,6 +17,7 @@ worker_set_router::worker_set_router(worker_set_router_settings settings) : sett
   const router_config& config = settings_.config;
   index_ = std::make_unique<prefix_index>(config.block_size, config.max_index_blocks,
                                           std::chrono::seconds(config.approx_ttl_secs));
+  groups_ = std::make_unique<kv_groups>(config.block_size, config.max_index_blocks);
   active_ = std::make_unique<active_sequences>(config.block_size, config.track_active_blocks, settings_.max_request_age);
   if (settings_.share_bookings)
     remote_.emplace(settings_.worker_names, remote_bookings_settings{.block_size = config.block_size,
@@ -77,13 +78,17 @@ bool worker_set_router::on_engine_metrics(std::uint32_t worker, const engine_met
   if (!restarted) return false;
   ++w.engine_restarts;
   for (std::uint32_t p = 0; p < settings_.publisher_worker.size(); ++p)
-    if (settings_.publisher_worker[p] == worker) index_->remove_worker(p);
+    if (settings_.publisher_worker[p] == worker) forget_publisher(p);
   return true;
 }
 
 void worker_set_router::compute_overlaps(std::span<const std::uint64_t> sequence_hashes) {
-  if (!sequence_hashes.empty()) index_->find_matches(sequence_hashes, publisher_overlaps_);
-  else publisher_overlaps_.clear();
+  if (!sequence_hashes.empty()) {
+    index_->find_matches(sequence_hashes, publisher_overlaps_);
+    groups_->limit_overlaps(sequence_hashes, publisher_overlaps_);  // a hybrid model's other groups
+  } else {
+    publisher_overlaps_.clear();
+  }
   overlaps_by_worker(publisher_overlaps_, settings_.publisher_worker, workers(), worker_overlaps_);
   // Blocks of this prompt each worker already holds for its in-flight requests: shared, not
   // added (decode load), and in its cache even if their KV events have not arrived yet (a
@@ -366,9 +371,10 @@ void worker_set_router::on_kv_batch(std::uint32_t publisher, bool clear_first, c
   last_batch_[publisher] = now;
   if (clear_first) {
     index_->apply_cleared(publisher);
+    groups_->clear(publisher);
     ++clears_;
   }
-  apply_batch(*index_, publisher, batch, events_[publisher]);
+  apply_batch(*index_, publisher, batch, events_[publisher], groups_.get());
   if (const std::uint32_t w = settings_.publisher_worker[publisher]; w < workers())
     capacity_.observe(w, resident_blocks(w), removed_events(w));
 }
@@ -391,7 +397,12 @@ std::uint64_t worker_set_router::removed_events(std::uint32_t worker) const {
   return removed;
 }
 
-void worker_set_router::remove_publisher(std::uint32_t publisher) { index_->remove_worker(publisher); }
+void worker_set_router::remove_publisher(std::uint32_t publisher) { forget_publisher(publisher); }
+
+void worker_set_router::forget_publisher(std::uint32_t publisher) {
+  index_->remove_worker(publisher);
+  groups_->clear(publisher);
+}
 
 void worker_set_router::tick(time_point now) {
   active_->expire(now);  // peers learn of these from the next snapshot
@@ -401,7 +412,7 @@ void worker_set_router::tick(time_point now) {
     worker_state& state = workers_[w];
     if (!state.down_since || state.index_dropped || now - *state.down_since < settings_.index_grace) continue;
     for (std::uint32_t p = 0; p < settings_.publisher_worker.size(); ++p)
-      if (settings_.publisher_worker[p] == w) index_->remove_worker(p);
+      if (settings_.publisher_worker[p] == w) forget_publisher(p);
     state.index_dropped = true;
   }
 }
@@ -454,6 +465,7 @@ nlohmann::json worker_set_router::dump_index() const {
   nlohmann::json dump = kvr::dump_index(*index_, settings_.publisher_names);
   for (std::size_t p = 0; p < events_.size(); ++p) dump["workers"][p]["events"] = to_json(events_[p]);
   dump["subscriber_clears"] = clears_;
+  dump["kv_cache_groups"] = kvr::to_json(*groups_);
   return dump;
 }
 

@@ -32,6 +32,7 @@
 #include "core/routing/admission_queue.hpp"
 #include "core/routing/cache_capacity.hpp"
 #include "core/routing/lifecycle.hpp"
+#include "core/routing/kv_groups.hpp"
 #include "core/routing/prefix_index.hpp"
 #include "core/routing/selector/selector.hpp"
 #include "core/routing/session_affinity.hpp"
@@ -164,6 +165,8 @@ class worker_set_router {
   [[nodiscard]] const active_sequences& loads() const { return *active_; }
 
  private:
+  /// Drops what the index and the groups hold of `publisher`.
+  void forget_publisher(std::uint32_t publisher);
   struct worker_state {
     time_point unhealthy_until{};            ///< passive back-off after a failure
     std::optional<time_point> down_since;    ///< the health checker's "down"
@@ -215,6 +218,7 @@ class worker_set_router {
 
   worker_set_router_settings settings_;
   std::unique_ptr<prefix_index> index_;
+  std::unique_ptr<kv_groups> groups_;  ///< a hybrid model's groups other than full attention
   std::unique_ptr<active_sequences> active_;
   std::optional<remote_bookings> remote_;  ///< sharing sets only
   std::vector<peer_event> outbox_;

@@ -66,6 +66,7 @@ class stream_under_test {
  private:
   void clear() {
     index_.remove_worker(worker);
+    groups_.clear(worker);
     last_applied_.reset();
   }
   void apply(const numbered_payload& payload) {
@@ -73,13 +74,14 @@ class stream_under_test {
     if (last_applied_ && payload.seq <= *last_applied_) __builtin_trap();  // out of order, no clear
     last_applied_ = payload.seq;
     kvr::kv_batch batch;
-    if (decoder_.decode_batch(payload.bytes, batch)) kvr::apply_batch(index_, worker, batch, counters_);
+    if (decoder_.decode_batch(payload.bytes, batch)) kvr::apply_batch(index_, worker, batch, counters_, &groups_);
   }
 
   static constexpr kvr::worker_id worker = 3;
   kvr::seq_tracker<numbered_payload> tracker_;
   kvr::kv_wire_decoder decoder_;
   kvr::prefix_index index_{4, 4096};
+  kvr::kv_groups groups_{4, 4096};
   kvr::kv_event_counters counters_;
   std::uint64_t applied_ = 0;
   std::optional<std::uint64_t> last_applied_;

@@ -3,7 +3,7 @@
 // the index within its bound; AddressSanitizer, UBSan and -malloc_limit_mb catch the rest.
 // Differential: a batch whose local block hashes a decoder thread precomputed, its token ids
 // then released, must leave a second index (and the event counters) exactly as the index that
-// hashed the blocks itself. And: wherever the common-shape
+// hashed the blocks itself, and the hybrid model's other groups exactly as theirs. And: wherever the common-shape
 // reader accepts the bytes, the general decoder reads the same batch from them.
 
 #include <bit>
@@ -20,6 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static kvr::prefix_index index(4, 4096);
   static kvr::prefix_index precomputed_index(4, 4096);
   static kvr::kv_event_counters counters, precomputed_counters;
+  static kvr::kv_groups groups(4, 4096), precomputed_groups(4, 4096);  // a hybrid model's other groups
   const std::span<const std::uint8_t> payload(data, size);
 
   kvr::kv_batch common, general;
@@ -34,18 +35,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   kvr::kv_batch batch;
   if (decoder.decode_batch(payload, batch)) {
     const kvr::worker_id worker = size > 0 ? data[0] % 8 : 0;
-    kvr::apply_batch(index, worker, batch, counters);
+    kvr::apply_batch(index, worker, batch, counters, &groups);
     if (index.total_blocks() > index.max_blocks()) __builtin_trap();
     kvr::precompute_local_hashes(batch);
     kvr::release_hashed_token_ids(batch);  // as the router's decoder threads hand batches over
-    kvr::apply_batch(precomputed_index, worker, batch, precomputed_counters);
+    kvr::apply_batch(precomputed_index, worker, batch, precomputed_counters, &precomputed_groups);
     if (precomputed_index.total_blocks() != index.total_blocks() ||
         precomputed_index.worker_blocks(worker) != index.worker_blocks(worker) ||
         precomputed_index.counters().stored_blocks != index.counters().stored_blocks ||
         precomputed_index.counters().malformed_stored != index.counters().malformed_stored ||
         precomputed_counters.partial_blocks != counters.partial_blocks ||
-        precomputed_counters.dropped_stored != counters.dropped_stored)
+        precomputed_counters.dropped_stored != counters.dropped_stored ||
+        precomputed_groups.counters().stored_blocks != groups.counters().stored_blocks ||
+        precomputed_groups.counters().removed_blocks != groups.counters().removed_blocks)
       __builtin_trap();
+    for (const kvr::kv_group_info& g : groups.groups())
+      if (g.blocks > 4096) __builtin_trap();
   }
   (void)decoder.decode_event(payload);
   return 0;
