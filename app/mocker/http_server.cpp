@@ -392,6 +392,7 @@ class session : public std::enable_shared_from_this<session> {
       return flush();
     }
     const bool first = generated_ == 0;
+    if (first) cached_tokens_ = out.cached_tokens;
     std::string piece;
     std::vector<std::uint32_t> ids;
     std::uint32_t count = out.new_tokens;
@@ -412,7 +413,7 @@ class session : public std::enable_shared_from_this<session> {
       text_ += piece;
       if (out.finished) {
         done_ = true;
-        std::string body = final_body(request_, id_, text_, generated_);
+        std::string body = final_body(request_, id_, text_, generated_, reported_cached_tokens());
         if (sglang_prefill_) return hand_over(std::move(body));
         if (request_.kv_transfer && request_.kv_transfer->remote_decode && server_.settings.role != "decode")
           body = with_transfer_params(std::move(body));
@@ -428,7 +429,7 @@ class session : public std::enable_shared_from_this<session> {
     if (!out.finished && stream_fault_due()) return;
     if (out.finished) {
       done_ = true;
-      if (request_.include_usage) pending_ += chunk(usage_chunk(request_, id_, generated_));
+      if (request_.include_usage) pending_ += chunk(usage_chunk(request_, id_, generated_, reported_cached_tokens()));
       pending_ += chunk("data: [DONE]\n\n") + "0\r\n\r\n";
     }
     flush();
@@ -523,6 +524,11 @@ class session : public std::enable_shared_from_this<session> {
   engine_loop* rank_ = nullptr;
   std::size_t rank_index_ = 0;
   std::uint32_t generated_ = 0;
+  std::uint32_t cached_tokens_ = 0;  ///< what the engine found cached, from the first step
+  [[nodiscard]] std::optional<std::uint32_t> reported_cached_tokens() const {
+    if (!server_.settings.prompt_tokens_details) return std::nullopt;
+    return cached_tokens_;
+  }
   std::string text_;
   bool done_ = false;
   bool writing_ = false;

@@ -40,6 +40,9 @@ struct server_settings {
   /// `return_token_ids` is honoured (vLLM 0.10.2+); false answers as SGLang's OpenAI API and
   /// older vLLM do, with text alone.
   bool token_ids = true;
+  /// `usage.prompt_tokens_details.cached_tokens`, as vLLM reports it with
+  /// `--enable-prompt-tokens-details`.
+  bool prompt_tokens_details = false;
 };
 
 class http_server {

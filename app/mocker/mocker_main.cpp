@@ -119,6 +119,17 @@ const cli::option_table<options>& engine_options() {
                             "the process exits once one request has streamed N tokens (an engine killed mid-answer); "
                             "0 = never",
                             [](auto& o) -> auto& { return o.server.die_after_tokens; }, 0, 1000000),
+      cli::integer<options>("--hybrid-sliding-window", "TOKENS",
+                            "model a hybrid engine: a sliding-window KV group (group 1) of this window beside full "
+                            "attention, published with vLLM's group_idx and kv_cache_spec_kind; 0 = none",
+                            [](auto& o) -> auto& { return o.engine.hybrid.sliding_window_tokens; }, 0, 1u << 24),
+      cli::flag_switch<options>("--hybrid-mamba",
+                                "model a hybrid engine: a mamba KV group (group 2) keeping one state per prompt, at "
+                                "its last full block (a quarter of --num-blocks of them)",
+                                [](auto& o) -> auto& { return o.engine.hybrid.mamba; }),
+      cli::flag_switch<options>("--enable-prompt-tokens-details",
+                                "report usage.prompt_tokens_details.cached_tokens, as vLLM does with this flag",
+                                [](auto& o) -> auto& { return o.server.prompt_tokens_details; }),
       cli::flag_switch<options>("--no-token-ids",
                                 "ignore return_token_ids: answers carry text alone (SGLang's OpenAI API, vLLM before 0.10.2)",
                                 [](auto& o) -> auto& { return o.no_token_ids; }),

@@ -207,24 +207,30 @@ std::string stream_chunk(const mock_request& request, std::uint64_t id, std::str
   return "data: " + chunk.dump() + "\n\n";
 }
 
-std::string usage_chunk(const mock_request& request, std::uint64_t id, std::uint32_t completion_tokens) {
+namespace {
+json usage_of(const mock_request& request, std::uint32_t completion_tokens, std::optional<std::uint32_t> cached_tokens) {
+  json usage = {{"prompt_tokens", request.prompt.size()},
+                {"completion_tokens", completion_tokens},
+                {"total_tokens", request.prompt.size() + completion_tokens}};
+  if (cached_tokens) usage["prompt_tokens_details"] = {{"cached_tokens", *cached_tokens}};
+  return usage;
+}
+}  // namespace
+
+std::string usage_chunk(const mock_request& request, std::uint64_t id, std::uint32_t completion_tokens,
+                        std::optional<std::uint32_t> cached_tokens) {
   const json chunk = {{"id", (request.chat ? "chatcmpl-" : "cmpl-") + std::to_string(id)},
                       {"object", request.chat ? "chat.completion.chunk" : "text_completion"},
                       {"created", created()},
                       {"model", request.model},
                       {"choices", json::array()},
-                      {"usage",
-                       {{"prompt_tokens", request.prompt.size()},
-                        {"completion_tokens", completion_tokens},
-                        {"total_tokens", request.prompt.size() + completion_tokens}}}};
+                      {"usage", usage_of(request, completion_tokens, cached_tokens)}};
   return "data: " + chunk.dump() + "\n\n";
 }
 
 std::string final_body(const mock_request& request, std::uint64_t id, std::string_view text,
-                       std::uint32_t completion_tokens) {
-  const json usage = {{"prompt_tokens", request.prompt.size()},
-                      {"completion_tokens", completion_tokens},
-                      {"total_tokens", request.prompt.size() + completion_tokens}};
+                       std::uint32_t completion_tokens, std::optional<std::uint32_t> cached_tokens) {
+  const json usage = usage_of(request, completion_tokens, cached_tokens);
   if (request.chat)
     return json{{"id", "chatcmpl-" + std::to_string(id)},
                 {"object", "chat.completion"},

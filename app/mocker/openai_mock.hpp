@@ -106,10 +106,12 @@ class greedy_answer {
 [[nodiscard]] std::string stream_chunk(const mock_request& request, std::uint64_t id, std::string_view text,
                                        const std::vector<std::uint32_t>& token_ids, bool first, bool last);
 /// The usage chunk sent before `[DONE]` when include_usage is set.
-[[nodiscard]] std::string usage_chunk(const mock_request& request, std::uint64_t id, std::uint32_t completion_tokens);
+/// `cached_tokens`, when given, is reported as `usage.prompt_tokens_details.cached_tokens`.
+[[nodiscard]] std::string usage_chunk(const mock_request& request, std::uint64_t id, std::uint32_t completion_tokens,
+                                      std::optional<std::uint32_t> cached_tokens = std::nullopt);
 /// The whole answer of a non-streaming request.
 [[nodiscard]] std::string final_body(const mock_request& request, std::uint64_t id, std::string_view text,
-                                     std::uint32_t completion_tokens);
+                                     std::uint32_t completion_tokens, std::optional<std::uint32_t> cached_tokens = std::nullopt);
 /// `{"error": {...}}` as vLLM answers.
 [[nodiscard]] std::string error_json(std::string_view message, std::string_view type, int code);
 

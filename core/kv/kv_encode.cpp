@@ -62,7 +62,7 @@ void pack_stored(packer& pk, const kv_stored& s, const kv_encode_options& option
   const bool map_form = options.format == kv_event_format::vllm_map;
   if (map_form) {
     // Optional fields equal to their default are omitted, as msgspec's omit_defaults does.
-    pk.pack_map(7 + (s.parent_block_hash ? 1 : 0) + (s.images.empty() ? 0 : 1));
+    pk.pack_map(7 + (s.parent_block_hash ? 1 : 0) + (s.images.empty() ? 0 : 1) + (s.sliding_window ? 1 : 0));
     pack_string(pk, "type");
     pack_string(pk, "BlockStored");
     pack_string(pk, "block_hashes");
@@ -81,6 +81,10 @@ void pack_stored(packer& pk, const kv_stored& s, const kv_encode_options& option
     pk.pack(s.group_idx.value_or(0));
     pack_string(pk, "kv_cache_spec_kind");
     pack_string(pk, s.kv_cache_spec_kind.empty() ? std::string_view("full_attention") : s.kv_cache_spec_kind);
+    if (s.sliding_window) {
+      pack_string(pk, "kv_cache_spec_sliding_window");
+      pk.pack(*s.sliding_window);
+    }
     if (!s.images.empty()) {
       pack_string(pk, "extra_keys");
       pack_extra_keys(pk, s);
@@ -102,7 +106,8 @@ void pack_stored(packer& pk, const kv_stored& s, const kv_encode_options& option
   pack_extra_keys(pk, s);
   pk.pack(s.group_idx.value_or(0));
   pack_string(pk, s.kv_cache_spec_kind.empty() ? std::string_view("full_attention") : s.kv_cache_spec_kind);
-  pk.pack_nil();  // sliding window
+  if (s.sliding_window) pk.pack(*s.sliding_window);
+  else pk.pack_nil();
 }
 
 void pack_removed(packer& pk, const kv_removed& r, const kv_encode_options& options) {

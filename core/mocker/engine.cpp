@@ -11,7 +11,7 @@ double timing_model::step_us(std::uint64_t prefill_tokens, std::uint32_t decode_
   return us / std::max(speedup, 1e-9);
 }
 
-engine::engine(engine_settings settings) : settings_(settings), cache_(settings.num_blocks, settings.block_size) {}
+engine::engine(engine_settings settings) : settings_(settings), cache_(settings.num_blocks, settings.block_size, settings.hybrid) {}
 
 void engine::submit(sequence_request request) {
   if (cache_.blocks_needed(request.tokens.size(), request.max_new_tokens) > settings_.num_blocks)

@@ -39,6 +39,7 @@ struct engine_settings {
   /// still runs whole (vLLM would chunk it).
   std::uint32_t max_num_batched_tokens = 0;
   timing_model timing;
+  hybrid_groups hybrid;  ///< a hybrid model's groups beside full attention (none by default)
 };
 
 struct sequence_request {

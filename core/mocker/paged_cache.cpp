@@ -1,5 +1,6 @@
 #include "core/mocker/paged_cache.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <xxhash.h>
@@ -14,8 +15,91 @@ namespace {
 constexpr std::uint64_t root_seed = 0x6b76726f75746572;  // "kvrouter"
 }  // namespace
 
-paged_cache::paged_cache(std::uint32_t num_blocks, std::uint32_t block_size)
-    : num_blocks_(num_blocks), block_size_(block_size) {}
+paged_cache::paged_cache(std::uint32_t num_blocks, std::uint32_t block_size, hybrid_groups hybrid)
+    : num_blocks_(num_blocks), block_size_(block_size), hybrid_(hybrid) {
+  if (hybrid_.mamba && hybrid_.mamba_states == 0) hybrid_.mamba_states = std::max<std::uint32_t>(num_blocks / 4, 1);
+}
+
+namespace {
+constexpr std::int64_t window_group = 1;
+constexpr std::int64_t mamba_group = 2;
+}  // namespace
+
+std::uint32_t paged_cache::window_hit(std::span<const std::uint64_t> hashes, std::uint32_t length) const {
+  const std::uint32_t needed = std::max<std::uint32_t>((hybrid_.sliding_window_tokens - 1 + block_size_ - 1) / block_size_, 1);
+  std::uint32_t run = 0;
+  for (std::uint32_t i = length; i-- > 0;) {
+    if (!window_blocks_.contains(hashes[i])) {
+      run = 0;
+    } else if (++run >= needed) {
+      return i + run;
+    }
+  }
+  return run;
+}
+
+std::uint32_t paged_cache::mamba_hit(std::span<const std::uint64_t> hashes, std::uint32_t length) const {
+  for (std::uint32_t i = length; i-- > 0;)
+    if (mamba_states_.contains(hashes[i])) return i + 1;
+  return 0;
+}
+
+std::uint32_t paged_cache::hybrid_hit(std::span<const std::uint64_t> hashes, std::uint32_t full_hit) const {
+  std::uint32_t length = full_hit;
+  for (std::uint32_t before = length + 1; before != length;) {
+    before = length;
+    if (hybrid_.sliding_window_tokens > 0) length = std::min(length, window_hit(hashes, length));
+    if (hybrid_.mamba) length = std::min(length, mamba_hit(hashes, length));
+  }
+  return length;
+}
+
+void paged_cache::store_in_groups(std::span<const std::uint32_t> tokens, std::span<const std::uint64_t> hashes,
+                                  std::uint32_t first, std::uint32_t full, std::vector<kv_event>& events) {
+  auto stored_in = [&](std::int64_t group, const char* kind, std::uint32_t from, std::uint32_t to) {
+    kv_stored stored;
+    if (from > 0) stored.parent_block_hash = hashes[from - 1];
+    stored.block_size = block_size_;
+    stored.medium = "GPU";
+    stored.group_idx = group;
+    stored.kv_cache_spec_kind = kind;
+    if (group == window_group) stored.sliding_window = hybrid_.sliding_window_tokens;
+    stored.block_hashes.assign(hashes.begin() + from, hashes.begin() + to);
+    stored.token_ids.assign(tokens.begin() + static_cast<std::ptrdiff_t>(from) * block_size_,
+                            tokens.begin() + static_cast<std::ptrdiff_t>(to) * block_size_);
+    events.emplace_back(std::move(stored));
+  };
+  if (hybrid_.sliding_window_tokens > 0) {
+    if (full > first) {
+      for (std::uint32_t i = first; i < full; ++i) window_blocks_.emplace(hashes[i], true);
+      stored_in(window_group, "sliding_window", first, full);
+    }
+    // What falls out of the window at the prompt's end is freed at once: the harshest a window
+    // group can be (vLLM frees it as the window moves, and evicts it when memory is short).
+    const std::uint32_t needed = std::max<std::uint32_t>((hybrid_.sliding_window_tokens - 1 + block_size_ - 1) / block_size_, 1);
+    for (std::uint32_t i = 0; i + needed < full; ++i)
+      if (window_blocks_.erase(hashes[i]) > 0) events.emplace_back(kv_removed{{hashes[i]}, "GPU", window_group});
+  }
+  if (hybrid_.mamba && full > 0 && !mamba_states_.contains(hashes[full - 1])) {
+    mamba_states_.emplace(hashes[full - 1], mamba_order_.insert(mamba_order_.end(), hashes[full - 1]));
+    stored_in(mamba_group, "mamba", full - 1, full);
+    while (mamba_states_.size() > hybrid_.mamba_states) {
+      const std::uint64_t oldest = mamba_order_.front();
+      mamba_order_.pop_front();
+      mamba_states_.erase(oldest);
+      events.emplace_back(kv_removed{{oldest}, "GPU", mamba_group});
+    }
+  }
+}
+
+void paged_cache::forget_in_groups(std::uint64_t hash, std::vector<kv_event>& events) {
+  if (window_blocks_.erase(hash) > 0) events.emplace_back(kv_removed{{hash}, "GPU", window_group});
+  if (const auto state = mamba_states_.find(hash); state != mamba_states_.end()) {
+    mamba_order_.erase(state->second);
+    mamba_states_.erase(state);
+    events.emplace_back(kv_removed{{hash}, "GPU", mamba_group});
+  }
+}
 
 namespace {
 bool covers(const image_span& image, std::size_t block_start, std::size_t block_size) {
@@ -64,13 +148,14 @@ void paged_cache::evict_one(std::vector<kv_event>& events) {
   evictable_.pop_front();
   blocks_.erase(victim);
   events.emplace_back(kv_removed{{victim}, "GPU", 0});  // vLLM sends one event per evicted block
+  if (hybrid_.any()) forget_in_groups(victim, events);  // the groups share the pool here
 }
 
 std::optional<block_allocation> paged_cache::allocate(std::span<const std::uint32_t> tokens,
                                                       std::uint32_t max_new_tokens, std::vector<kv_event>& events,
                                                       std::span<const image_span> images) {
   const std::vector<std::uint64_t> hashes = engine_hashes(tokens, images);
-  const std::uint32_t reused = cached_prefix(hashes);
+  const std::uint32_t reused = hybrid_.any() ? hybrid_hit(hashes, cached_prefix(hashes)) : cached_prefix(hashes);
   const std::uint32_t total = blocks_needed(tokens.size(), max_new_tokens);
   const auto full = static_cast<std::uint32_t>(hashes.size());
   const std::uint32_t fresh = total - reused;  // new cached blocks + private blocks
@@ -95,6 +180,10 @@ std::optional<block_allocation> paged_cache::allocate(std::span<const std::uint3
     if (reused > 0) stored.parent_block_hash = hashes[reused - 1];
     stored.block_size = block_size_;
     stored.medium = "GPU";
+    if (hybrid_.any()) {
+      stored.group_idx = 0;
+      stored.kv_cache_spec_kind = "full_attention";
+    }
     for (std::uint32_t i = reused; i < full; ++i) {
       stored.block_hashes.push_back(hashes[i]);
       if (blocks_.contains(hashes[i])) {
@@ -121,6 +210,7 @@ std::optional<block_allocation> paged_cache::allocate(std::span<const std::uint3
     }
     events.emplace_back(std::move(stored));
   }
+  if (hybrid_.any()) store_in_groups(tokens, hashes, reused, full, events);
   allocation.private_blocks = total - full;
   private_ += allocation.private_blocks;
   return allocation;
@@ -141,6 +231,9 @@ void paged_cache::release(const block_allocation& allocation) {
 }
 
 void paged_cache::reset() {
+  window_blocks_.clear();
+  mamba_states_.clear();
+  mamba_order_.clear();
   blocks_.clear();
   evictable_.clear();
   pinned_ = 0;

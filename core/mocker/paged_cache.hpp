@@ -35,9 +35,21 @@ struct cached_block {
   std::uint32_t references = 0;
 };
 
+/// The groups of a hybrid model beside full attention (group 0), as vLLM publishes them: a
+/// sliding window (group 1) that keeps only each prompt's last blocks within its window, and a
+/// mamba group (group 2) that keeps one state per prompt, at its last full block, for a bounded
+/// number of prompts. A prompt's cache hit is then what every group serves (vLLM's hybrid
+/// coordinator; core/routing/kv_groups is the router's side of it).
+struct hybrid_groups {
+  std::uint32_t sliding_window_tokens = 0;  ///< 0: no sliding-window group
+  bool mamba = false;
+  std::uint32_t mamba_states = 0;           ///< states kept at most (0: a quarter of the blocks)
+  [[nodiscard]] bool any() const { return sliding_window_tokens > 0 || mamba; }
+};
+
 class paged_cache {
  public:
-  paged_cache(std::uint32_t num_blocks, std::uint32_t block_size);
+  paged_cache(std::uint32_t num_blocks, std::uint32_t block_size, hybrid_groups hybrid = {});
 
   [[nodiscard]] std::uint32_t block_size() const { return block_size_; }
   [[nodiscard]] std::uint32_t num_blocks() const { return num_blocks_; }
@@ -76,6 +88,14 @@ class paged_cache {
   [[nodiscard]] std::uint32_t free_blocks() const;
   void pin(std::uint64_t hash);
   void evict_one(std::vector<kv_event>& events);
+  /// What every group serves of a full-attention hit of `full_hit` blocks of `hashes`.
+  [[nodiscard]] std::uint32_t hybrid_hit(std::span<const std::uint64_t> hashes, std::uint32_t full_hit) const;
+  [[nodiscard]] std::uint32_t window_hit(std::span<const std::uint64_t> hashes, std::uint32_t length) const;
+  [[nodiscard]] std::uint32_t mamba_hit(std::span<const std::uint64_t> hashes, std::uint32_t length) const;
+  /// The other groups' stores and drops for a prompt whose blocks [first, full) were just stored.
+  void store_in_groups(std::span<const std::uint32_t> tokens, std::span<const std::uint64_t> hashes, std::uint32_t first,
+                       std::uint32_t full, std::vector<kv_event>& events);
+  void forget_in_groups(std::uint64_t hash, std::vector<kv_event>& events);
 
   std::uint32_t num_blocks_;
   std::uint32_t block_size_;
@@ -83,6 +103,10 @@ class paged_cache {
   std::list<std::uint64_t> evictable_;                ///< unreferenced cached blocks, next victim first
   std::uint32_t pinned_ = 0;                          ///< cached blocks with references > 0
   std::uint32_t private_ = 0;                         ///< uncached blocks of running sequences
+  hybrid_groups hybrid_;
+  std::unordered_map<std::uint64_t, bool> window_blocks_;  ///< the sliding-window group's blocks
+  std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> mamba_states_;  ///< by block hash
+  std::list<std::uint64_t> mamba_order_;                   ///< oldest state first
 };
 
 }  // namespace kvr::mocker

@@ -106,5 +106,42 @@ TEST(paged_cache, an_image_changes_the_blocks_it_covers_and_is_reported_in_extra
   EXPECT_EQ(dumped, sequence);
 }
 
+TEST(paged_cache, a_hybrid_engine_reuses_what_every_group_serves_and_publishes_each_group) {
+  // Blocks of 4, a window of 8 tokens (2 blocks), mamba states at each prompt's end.
+  paged_cache cache(1000, 4, {.sliding_window_tokens = 8, .mamba = true});
+  std::vector<kv_event> events;
+  const auto first = tokens(0, 24);  // 6 blocks
+  auto a = cache.allocate(first, 1, events);
+  ASSERT_TRUE(a);
+  int window_drops = 0, mamba_stores = 0;
+  for (const kv_event& e : events) {
+    if (const auto* r = std::get_if<kv_removed>(&e); r && r->group_idx == 1) window_drops += static_cast<int>(r->block_hashes.size());
+    if (const auto* s = std::get_if<kv_stored>(&e); s && s->kv_cache_spec_kind == "mamba") ++mamba_stores;
+  }
+  EXPECT_EQ(window_drops, 4) << "blocks 0-3 fall out of the window at the prompt's end";
+  EXPECT_EQ(mamba_stores, 1);
+  cache.release(*a);
+
+  // The next turn (the whole prompt and more) reuses all 6 blocks: the window's last two and
+  // the state after block 5 are there.
+  auto next_turn = first;
+  next_turn.insert(next_turn.end(), {900, 901, 902, 903, 904});
+  events.clear();
+  auto b = cache.allocate(next_turn, 1, events);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->reused_blocks, 6u);
+  cache.release(*b);
+
+  // A branch after block 3: full attention has blocks 0-3, but no state ends there and the
+  // window dropped them: nothing is reused.
+  auto branch = tokens(0, 16);
+  branch.insert(branch.end(), {800, 801, 802, 803, 804});
+  EXPECT_EQ(cache.cached_prefix(cache.engine_hashes(branch)), 4u) << "full attention alone would serve 4";
+  events.clear();
+  auto c = cache.allocate(branch, 1, events);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->reused_blocks, 0u);
+}
+
 }  // namespace
 }  // namespace kvr::mocker
