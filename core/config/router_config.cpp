@@ -3,6 +3,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <type_traits>
 #include <variant>
@@ -23,7 +24,8 @@ constexpr std::array<std::pair<router_mode, std::string_view>, 5> mode_names{{
 
 /// Where a knob's value lives in `router_config`; the mode is the one enum-valued knob.
 using knob_field = std::variant<router_mode router_config::*, double router_config::*, bool router_config::*,
-                                std::uint32_t router_config::*, std::uint64_t router_config::*>;
+                                std::uint32_t router_config::*, std::uint64_t router_config::*,
+                                kv_tier_weights router_config::*>;
 
 struct knob {
   knob_info info;
@@ -31,7 +33,7 @@ struct knob {
 };
 
 using rc = router_config;
-const std::array<knob, 22> knob_table{{
+const std::array<knob, 25> knob_table{{
     {{"router_mode", "MODE", "how workers are picked", "kv|round-robin|random|power-of-two|least-loaded"}, &rc::mode},
     {{"overlap_score_credit", "NUMBER", "weight of a cached block against a block of prefill work; 0 ignores the cache", ">= 0"}, &rc::overlap_score_credit},
     {{"prefill_load_scale", "NUMBER", "weight of prefill work against decode work", ">= 0"}, &rc::prefill_load_scale},
@@ -54,6 +56,9 @@ const std::array<knob, 22> knob_table{{
     {{"migration_limit", "N", "times a streamed answer whose worker fails mid-way is continued on another worker; 0 = off", ">= 0"}, &rc::migration_limit},
     {{"migration_max_seq_len", "TOKENS", "longest prompt + answer so far a continuation may carry; 0 = no bound but the engine's", ">= 0"}, &rc::migration_max_seq_len},
     {{"migration_whole_answers", "BOOL", "non-streamed chats and completions are streamed from the worker and gathered, so that they can be continued too; false (the default) sends them as the client did", "true|false"}, &rc::migration_whole_answers},
+    {{"tier_weights", "TIERS", "kv mode: what a cached block on each tier is worth against a GPU hit (blocks engines publish on host memory, disk or an external store); TIERS is gpu=W,host=W,disk=W,external=W; names not given keep their default", "each in [0, 1]"}, &rc::tier_weights},
+    {{"lower_tier_ttl_secs", "SECONDS", "a worker's blocks on a tier that never sent a removal (LMCache) are forgotten this long after they were stored; 0 = only the bound removes them", ">= 0"}, &rc::lower_tier_ttl_secs},
+    {{"max_lower_tier_blocks", "N", "bound on (worker, block) pairs per lower tier of a set; the oldest go first", ">= 1"}, &rc::max_lower_tier_blocks},
 }};
 
 const std::array<knob_info, knob_table.size()> knob_infos = [] {
@@ -143,6 +148,8 @@ bool retunable_in_place(const router_config& running, const router_config& next)
   weights_only.migration_limit = running.migration_limit;
   weights_only.migration_max_seq_len = running.migration_max_seq_len;
   weights_only.migration_whole_answers = running.migration_whole_answers;
+  weights_only.tier_weights = running.tier_weights;
+  weights_only.lower_tier_ttl_secs = running.lower_tier_ttl_secs;
   return weights_only == running && uses_prefix_overlap(running) == uses_prefix_overlap(next);
 }
 
@@ -172,6 +179,7 @@ std::expected<void, config_error> validate(const router_config& config) {
   if (config.queue_age_boost_secs == 0) return fail("queue_age_boost_secs must be at least 1 (got 0)");
   if (config.block_size == 0) return fail("block_size must be at least 1 token (got 0)");
   if (config.max_index_blocks == 0) return fail("max_index_blocks must be at least 1 (got 0)");
+  if (config.max_lower_tier_blocks == 0) return fail("max_lower_tier_blocks must be at least 1 (got 0)");
   if (config.approx_ttl_secs == 0 && uses_prefix_overlap(config) && !config.use_kv_events)
     return fail("approx_ttl_secs must be at least 1 in approximate mode (got 0)");
   return {};
@@ -185,6 +193,32 @@ router_config resolve_effective_config(const router_config& global, const std::o
 }
 
 std::span<const knob_info> knobs() { return knob_infos; }
+
+std::expected<kv_tier_weights, std::string> parse_tier_weights(std::string_view text, kv_tier_weights base) {
+  kv_tier_weights weights = base;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    const std::size_t equals = item.find('=');
+    if (equals == std::string_view::npos) return std::unexpected(fmt::format("\"{}\" is not TIER=WEIGHT", item));
+    const std::string_view name = item.substr(0, equals);
+    double* weight = name == "gpu" ? &weights.gpu : name == "host" ? &weights.host : name == "disk" ? &weights.disk
+                     : name == "external" ? &weights.external : nullptr;
+    if (weight == nullptr) return std::unexpected(fmt::format("unknown tier \"{}\" (expected gpu, host, disk or external)", name));
+    const std::string number(item.substr(equals + 1));
+    char* end = nullptr;
+    const double value = std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || !std::isfinite(value) || value < 0 || value > 1)
+      return std::unexpected(fmt::format("the weight of {} must be a number in [0, 1] (got \"{}\")", name, number));
+    *weight = value;
+  }
+  return weights;
+}
+
+std::string to_string(const kv_tier_weights& w) {
+  return fmt::format("gpu={},host={},disk={},external={}", w.gpu, w.host, w.disk, w.external);
+}
 
 std::expected<void, config_error> set_knob(router_config& config, std::string_view name, std::string_view value) {
   const knob* k = find_knob(name);
@@ -201,6 +235,10 @@ std::expected<void, config_error> set_knob(router_config& config, std::string_vi
           auto number = parse_number(name, value);
           if (!number) return std::unexpected(number.error());
           config.*field = *number;
+        } else if constexpr (std::is_same_v<T, kv_tier_weights>) {
+          auto weights = parse_tier_weights(value, config.*field);
+          if (!weights) return std::unexpected(error(fmt::format("tier_weights: {}", weights.error())));
+          config.*field = *weights;
         } else if constexpr (std::is_same_v<T, bool>) {
           auto flag = parse_bool(name, value);
           if (!flag) return std::unexpected(flag.error());
@@ -227,6 +265,16 @@ std::expected<router_config, config_error> router_config_from_json(const nlohman
           if constexpr (std::is_same_v<T, router_mode>) {
             if (!value.is_string()) return std::unexpected(error(fmt::format("{} must be a string", key)));
             return value.get<std::string>();
+          } else if constexpr (std::is_same_v<T, kv_tier_weights>) {
+            // A string as on the command line, or an object of the tiers' weights.
+            if (value.is_string()) return value.get<std::string>();
+            if (!value.is_object()) return std::unexpected(error(fmt::format("{} must be a string or an object", key)));
+            std::string text;
+            for (const auto& [tier, weight] : value.items()) {
+              if (!weight.is_number()) return std::unexpected(error(fmt::format("{}.{} must be a number", key, tier)));
+              text += (text.empty() ? "" : ",") + tier + "=" + weight.dump();
+            }
+            return text;
           } else if constexpr (std::is_same_v<T, bool>) {
             if (!value.is_boolean()) return std::unexpected(error(fmt::format("{} must be true or false", key)));
             return value.get<bool>() ? "true" : "false";
@@ -251,7 +299,8 @@ nlohmann::json to_json(const router_config& config) {
   for (const knob& k : knob_table)
     std::visit(
         [&]<class T>(T router_config::*field) {
-          if constexpr (std::is_same_v<T, router_mode>) object[std::string(k.info.name)] = std::string(to_string(config.*field));
+          if constexpr (std::is_same_v<T, router_mode> || std::is_same_v<T, kv_tier_weights>)
+            object[std::string(k.info.name)] = std::string(to_string(config.*field));
           else object[std::string(k.info.name)] = config.*field;
         },
         k.field);

@@ -23,6 +23,22 @@ enum class router_mode : std::uint8_t { kv, round_robin, random, power_of_two, l
 [[nodiscard]] std::string_view to_string(router_mode mode);
 [[nodiscard]] std::optional<router_mode> parse_router_mode(std::string_view text);
 
+/// What a cached block is worth by the tier it is on, against a GPU hit (1): a block an engine
+/// loads from host memory, disk or an external store still saves most of its prefill.
+/// Spelled `gpu=1.0,host=0.75,disk=0.25,external=0.5` (Dynamo's and llm-d's figures).
+struct kv_tier_weights {
+  double gpu = 1.0;
+  double host = 0.75;
+  double disk = 0.25;
+  double external = 0.5;
+  friend bool operator==(const kv_tier_weights&, const kv_tier_weights&) = default;
+};
+
+/// `gpu=1.0,host=0.75,...`: any of the four names, each a finite number in [0, 1]; names not
+/// given keep `base`'s weight.
+[[nodiscard]] std::expected<kv_tier_weights, std::string> parse_tier_weights(std::string_view text, kv_tier_weights base = {});
+[[nodiscard]] std::string to_string(const kv_tier_weights& weights);
+
 struct router_config {
   router_mode mode = router_mode::kv;
   /// Weight of one cached block against one block of prefill work (0 = ignore the cache).
@@ -90,6 +106,16 @@ struct router_config {
   /// so that they can be continued too. Off by default: the gathered answer has vLLM's fields
   /// for it, not every field an engine's own non-streamed answer has (docs/migration.md).
   bool migration_whole_answers = false;
+
+  // Lower KV tiers (core/routing/kv_tiers): blocks engines publish on host memory, disk or an
+  // external store (vLLM's OffloadingConnector, SGLang's HiCache, LMCache).
+  /// What a hit on each tier is worth against a GPU hit, in the cost.
+  kv_tier_weights tier_weights;
+  /// A worker's blocks on a tier that has never sent a removal (LMCache sends none) are
+  /// forgotten this long after they were stored; 0 = kept until the bound pushes them out.
+  std::uint32_t lower_tier_ttl_secs = 600;
+  /// Bound on (worker, block) pairs per lower tier of a set; the oldest go first.
+  std::uint64_t max_lower_tier_blocks = 1u << 20;
 
   friend bool operator==(const router_config&, const router_config&) = default;
 };

@@ -13,10 +13,18 @@ namespace {
 /// loads they start fit the core's miss buffers (a decode step of 64 events issued 128 at once).
 constexpr std::size_t prefetch_group = 16;
 
+struct apply_targets {
+  kv_groups* groups;
+  kv_tiers* tiers;
+  time_point now;
+};
+
 void apply_stored_event(prefix_index& index, worker_id worker, const kv_stored& stored, kv_event_counters& counters,
-                        kv_groups* groups) {
+                        const apply_targets& to) {
+  kv_groups* groups = to.groups;
   if (!is_gpu_tier(stored.medium)) {
     ++counters.other_tier_events;
+    if (to.tiers != nullptr && fills_its_blocks(stored)) (void)to.tiers->apply_stored(worker, stored, index, to.now);
   } else if (!fills_its_blocks(stored)) {
     ++counters.partial_blocks;
   } else if (joins_the_full_attention_chain(stored)) {
@@ -33,14 +41,16 @@ void apply_stored_event(prefix_index& index, worker_id worker, const kv_stored& 
 }
 
 void apply_event(prefix_index& index, worker_id worker, const kv_event& event, kv_event_counters& counters,
-                 kv_groups* groups) {
+                 const apply_targets& to) {
+  kv_groups* groups = to.groups;
   if (const auto* stored = std::get_if<kv_stored>(&event)) {
     ++counters.stored_events;
-    apply_stored_event(index, worker, *stored, counters, groups);
+    apply_stored_event(index, worker, *stored, counters, to);
   } else if (const auto* removed = std::get_if<kv_removed>(&event)) {
     ++counters.removed_events;
     if (!is_gpu_tier(removed->medium)) {
       ++counters.other_tier_events;
+      if (to.tiers != nullptr) to.tiers->apply_removed(worker, *removed);
     } else if (groups != nullptr && groups->owns_removal(*removed)) {
       ++counters.other_group_events;
       groups->apply_removed(worker, *removed);
@@ -51,13 +61,15 @@ void apply_event(prefix_index& index, worker_id worker, const kv_event& event, k
     ++counters.cleared_events;
     index.apply_cleared(worker);
     if (groups != nullptr) groups->clear(worker);
+    if (to.tiers != nullptr) to.tiers->clear(worker);
   }
 }
 
 }  // namespace
 
 void apply_batch(prefix_index& index, worker_id worker, const kv_batch& batch, kv_event_counters& counters,
-                 kv_groups* groups) {
+                 kv_groups* groups, kv_tiers* tiers, time_point now) {
+  const apply_targets to{groups, tiers, now};
   ++counters.batches;
   counters.unknown_events += batch.unknown_events;
   counters.malformed_events += batch.malformed_events;
@@ -65,7 +77,7 @@ void apply_batch(prefix_index& index, worker_id worker, const kv_batch& batch, k
   for (std::size_t first = 0; first < events.size(); first += prefetch_group) {
     const auto group = events.subspan(first, std::min(prefetch_group, events.size() - first));
     index.prefetch(worker, group);
-    for (const kv_event& event : group) apply_event(index, worker, event, counters, groups);
+    for (const kv_event& event : group) apply_event(index, worker, event, counters, to);
   }
 }
 
@@ -109,6 +121,20 @@ nlohmann::json to_json(const kv_groups& groups) {
             {"unknown_parent", c.unknown_parent},
             {"foreign_block_size", c.foreign_block_size},
             {"over_bound", c.over_bound}}}};
+}
+
+nlohmann::json to_json(const kv_tiers& tiers) {
+  const kv_tier_counters& c = tiers.counters();
+  return {{"host_blocks", tiers.blocks(kv_tier::host)},
+          {"disk_blocks", tiers.blocks(kv_tier::disk)},
+          {"external_blocks", tiers.blocks(kv_tier::external)},
+          {"counters",
+           {{"stored_blocks", c.stored_blocks},
+            {"removed_blocks", c.removed_blocks},
+            {"unknown_tier_events", c.unknown_tier_events},
+            {"unknown_parent", c.unknown_parent},
+            {"aged_out", c.aged_out},
+            {"pushed_out", c.pushed_out}}}};
 }
 
 nlohmann::json dump_index(const prefix_index& index, std::span<const std::string> worker_names) {

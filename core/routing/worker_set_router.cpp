@@ -18,6 +18,8 @@ worker_set_router::worker_set_router(worker_set_router_settings settings) : sett
   index_ = std::make_unique<prefix_index>(config.block_size, config.max_index_blocks,
                                           std::chrono::seconds(config.approx_ttl_secs));
   groups_ = std::make_unique<kv_groups>(config.block_size, config.max_index_blocks);
+  tiers_ = std::make_unique<kv_tiers>(config.block_size, config.max_lower_tier_blocks,
+                                      std::chrono::seconds(config.lower_tier_ttl_secs));
   active_ = std::make_unique<active_sequences>(config.block_size, config.track_active_blocks, settings_.max_request_age);
   if (settings_.share_bookings)
     remote_.emplace(settings_.worker_names, remote_bookings_settings{.block_size = config.block_size,
@@ -90,6 +92,14 @@ void worker_set_router::compute_overlaps(std::span<const std::uint64_t> sequence
     publisher_overlaps_.clear();
   }
   overlaps_by_worker(publisher_overlaps_, settings_.publisher_worker, workers(), worker_overlaps_);
+  // Where the GPU chain ends, what the lower tiers hold next, at their weights (per worker, its
+  // best rank's).
+  worker_tier_credit_.assign(workers(), 0.0);
+  if (!tiers_->empty() && !sequence_hashes.empty())
+    for (std::uint32_t p = 0; p < publisher_overlaps_.size() && p < settings_.publisher_worker.size(); ++p)
+      if (const std::uint32_t w = settings_.publisher_worker[p]; w < workers())
+        worker_tier_credit_[w] = std::max(
+            worker_tier_credit_[w], tiers_->credit(p, sequence_hashes, publisher_overlaps_[p], settings_.config.tier_weights));
   // Blocks of this prompt each worker already holds for its in-flight requests: shared, not
   // added (decode load), and in its cache even if their KV events have not arrived yet (a
   // group's second request often comes before the first one's BlockStored).
@@ -164,6 +174,8 @@ std::optional<selection> worker_set_router::pick(const route_query& query, const
     for (worker_candidate& c : candidates_) c.engine_queued_requests = unexplained_engine_queue(c.worker, now);
   if (config.eviction_weight > 0 && uses_prefix_overlap(config))
     for (worker_candidate& c : candidates_) c.evicted_blocks = evicted_blocks(c.worker, c.overlap_blocks, query.sequence_hashes.size());
+  for (worker_candidate& c : candidates_)
+    if (c.worker < worker_tier_credit_.size()) c.lower_tier_blocks = worker_tier_credit_[c.worker];
   return select_worker(candidates_, config, {query.prompt_tokens, round_robin_ticket_}, rng_);
 }
 
@@ -372,9 +384,10 @@ void worker_set_router::on_kv_batch(std::uint32_t publisher, bool clear_first, c
   if (clear_first) {
     index_->apply_cleared(publisher);
     groups_->clear(publisher);
+    tiers_->clear(publisher);
     ++clears_;
   }
-  apply_batch(*index_, publisher, batch, events_[publisher], groups_.get());
+  apply_batch(*index_, publisher, batch, events_[publisher], groups_.get(), tiers_.get(), now);
   if (const std::uint32_t w = settings_.publisher_worker[publisher]; w < workers())
     capacity_.observe(w, resident_blocks(w), removed_events(w));
 }
@@ -402,12 +415,14 @@ void worker_set_router::remove_publisher(std::uint32_t publisher) { forget_publi
 void worker_set_router::forget_publisher(std::uint32_t publisher) {
   index_->remove_worker(publisher);
   groups_->clear(publisher);
+  tiers_->clear(publisher);
 }
 
 void worker_set_router::tick(time_point now) {
   active_->expire(now);  // peers learn of these from the next snapshot
   if (remote_) remote_->expire(now);
   index_->expire(now);
+  tiers_->expire(now);
   for (std::uint32_t w = 0; w < workers(); ++w) {
     worker_state& state = workers_[w];
     if (!state.down_since || state.index_dropped || now - *state.down_since < settings_.index_grace) continue;
@@ -466,6 +481,7 @@ nlohmann::json worker_set_router::dump_index() const {
   for (std::size_t p = 0; p < events_.size(); ++p) dump["workers"][p]["events"] = to_json(events_[p]);
   dump["subscriber_clears"] = clears_;
   dump["kv_cache_groups"] = kvr::to_json(*groups_);
+  dump["lower_tiers"] = kvr::to_json(*tiers_);
   return dump;
 }
 

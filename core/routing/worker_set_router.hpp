@@ -33,6 +33,7 @@
 #include "core/routing/cache_capacity.hpp"
 #include "core/routing/lifecycle.hpp"
 #include "core/routing/kv_groups.hpp"
+#include "core/routing/kv_tiers.hpp"
 #include "core/routing/prefix_index.hpp"
 #include "core/routing/selector/selector.hpp"
 #include "core/routing/session_affinity.hpp"
@@ -219,6 +220,8 @@ class worker_set_router {
   worker_set_router_settings settings_;
   std::unique_ptr<prefix_index> index_;
   std::unique_ptr<kv_groups> groups_;  ///< a hybrid model's groups other than full attention
+  std::unique_ptr<kv_tiers> tiers_;    ///< blocks on host memory, disk or an external store
+  std::vector<double> worker_tier_credit_;  ///< per worker, this prompt's lower-tier credit
   std::unique_ptr<active_sequences> active_;
   std::optional<remote_bookings> remote_;  ///< sharing sets only
   std::vector<peer_event> outbox_;

@@ -40,11 +40,11 @@ defines=()
 case "$target" in
   kv_wire)
     sources=(tests/fuzz/kv_wire_fuzz.cpp core/kv/msgpack_view.cpp core/kv/kv_wire.cpp core/kv/kv_wire_common_shape.cpp core/kv/msgpack_token_ids.cpp core/kv/kv_apply.cpp
-             core/routing/prefix_index.cpp core/routing/kv_groups.cpp core/kv/block_hash.cpp core/kv/stored_block_hashes.cpp)
+             core/routing/prefix_index.cpp core/routing/kv_groups.cpp core/routing/kv_tiers.cpp core/kv/block_hash.cpp core/kv/stored_block_hashes.cpp)
     libs=(-lfmt -lxxhash) ;;
   kv_stream)
     sources=(tests/fuzz/kv_stream_fuzz.cpp core/kv/msgpack_view.cpp core/kv/kv_wire.cpp core/kv/kv_wire_common_shape.cpp core/kv/msgpack_token_ids.cpp core/kv/kv_apply.cpp
-             core/routing/prefix_index.cpp core/routing/kv_groups.cpp core/kv/block_hash.cpp core/kv/stored_block_hashes.cpp)
+             core/routing/prefix_index.cpp core/routing/kv_groups.cpp core/routing/kv_tiers.cpp core/kv/block_hash.cpp core/kv/stored_block_hashes.cpp)
     libs=(-lfmt -lxxhash) ;;
   media)
     sources=(tests/fuzz/media_fuzz.cpp core/media/media.cpp core/media/base64.cpp core/config/router_file.cpp core/config/router_config.cpp core/config/disaggregation.cpp

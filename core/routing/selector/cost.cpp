@@ -10,7 +10,8 @@ double kv_cost(const worker_candidate& candidate, const cost_params& params) {
       params.block_size == 0 ? 0.0 : static_cast<double>((params.prompt_tokens + params.block_size - 1) / params.block_size);
   const double prefill_blocks =
       static_cast<double>(candidate.active_prefill_tokens) / block_size +
-      std::max(0.0, request_blocks - params.overlap_score_credit * static_cast<double>(candidate.overlap_blocks));
+      std::max(0.0, request_blocks - params.overlap_score_credit * (params.gpu_weight * static_cast<double>(candidate.overlap_blocks) +
+                                                                    candidate.lower_tier_blocks));
   const double decode_blocks = static_cast<double>(candidate.active_decode_blocks) +
                                std::max(0.0, request_blocks - static_cast<double>(candidate.active_overlap_blocks));
   const double queued_blocks = std::max(0.0, candidate.engine_queued_requests) * request_blocks;

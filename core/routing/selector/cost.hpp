@@ -1,7 +1,8 @@
 #pragma once
 /// The kv-mode cost of sending a request to one worker (docs/architecture.md §5):
 ///
-///     prefill_blocks = active_prefill_tokens / bs + max(0, ceil(isl / bs) - credit * overlap)
+///     prefill_blocks = active_prefill_tokens / bs
+///                      + max(0, ceil(isl / bs) - credit * (gpu_weight * overlap + lower_tier_blocks))
 ///     decode_blocks  = active_decode_blocks + ceil(isl / bs) - active_overlap
 ///     queued_blocks  = engine_queued_requests * ceil(isl / bs)
 ///     cost           = prefill_load_scale * (prefill_blocks + engine_queue_weight * queued_blocks)
@@ -35,6 +36,9 @@ struct worker_candidate {
   /// Requests its engine's last scrape reports waiting beyond this router's own requests not yet
   /// started there: work ahead of this prompt that no booking accounts for.
   double engine_queued_requests = 0;
+  /// The prompt's blocks past `overlap_blocks` the worker holds on lower tiers (host, disk,
+  /// external), each counted at its tier's weight (core/routing/kv_tiers).
+  double lower_tier_blocks = 0;
 };
 
 /// The request-side inputs of the cost.
@@ -45,6 +49,7 @@ struct cost_params {
   double prefill_load_scale = 1.0;
   double eviction_weight = 8.0;
   double engine_queue_weight = 1.0;
+  double gpu_weight = 1.0;  ///< tier_weights' gpu
 };
 
 [[nodiscard]] double kv_cost(const worker_candidate& candidate, const cost_params& params);

@@ -71,7 +71,7 @@ std::optional<double> comparable_cost(const worker_candidate& candidate, const r
   switch (config.mode) {
     case router_mode::kv:
       return kv_cost(candidate, {prompt_tokens, config.block_size, config.overlap_score_credit, config.prefill_load_scale,
-                                 config.eviction_weight, config.engine_queue_weight});
+                                 config.eviction_weight, config.engine_queue_weight, config.tier_weights.gpu});
     case router_mode::power_of_two:
     case router_mode::least_loaded: return booked_load(candidate, config.block_size);
     case router_mode::round_robin:
@@ -88,7 +88,8 @@ std::optional<selection> select_worker(std::span<const worker_candidate> candida
   switch (config.mode) {
     case router_mode::kv: {
       const cost_params params{request.prompt_tokens, config.block_size, config.overlap_score_credit,
-                               config.prefill_load_scale, config.eviction_weight, config.engine_queue_weight};
+                               config.prefill_load_scale, config.eviction_weight, config.engine_queue_weight,
+                               config.tier_weights.gpu};
       auto cost = [&](const worker_candidate& c) { return kv_cost(c, params); };
       if (config.router_temperature > 0) return sample_softmax(candidates, config.router_temperature, rng, cost);
       return pick_lowest(candidates, rng, cost);
