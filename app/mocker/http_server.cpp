@@ -587,6 +587,8 @@ std::string http_server::impl::metrics() const {
                      streams_broken.load());
   family("kvrouter_mocker_pulled_blocks_total", "KV blocks pulled from prefill workers.", "counter",
          [](const rank_snapshot& s) { return s.counters.pulled_blocks; });
+  family("kvrouter_mocker_host_loaded_blocks_total", "Prompt KV blocks loaded from the host tier instead of computed.",
+         "counter", [](const rank_snapshot& s) { return s.counters.host_loaded_blocks; });
   family("kvrouter_mocker_cached_blocks", "Blocks in the prefix cache (referenced or not).", "gauge",
          [](const rank_snapshot& s) { return s.cached_blocks; });
   family("kvrouter_mocker_kv_event_batches_total", "KV-event batches published (sequence numbers used).", "counter",

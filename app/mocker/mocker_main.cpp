@@ -127,6 +127,11 @@ const cli::option_table<options>& engine_options() {
                                 "model a hybrid engine: a mamba KV group (group 2) keeping one state per prompt, at "
                                 "its last full block (a quarter of --num-blocks of them)",
                                 [](auto& o) -> auto& { return o.engine.hybrid.mamba; }),
+      cli::integer<options>("--cpu-offload-blocks", "N",
+                            "a host-memory KV tier of N blocks below the GPU cache, as vLLM's OffloadingConnector "
+                            "keeps: evicted blocks are copied there (medium CPU) and loaded back at a transfer's "
+                            "cost (--transfer-us-per-block) instead of computed; 0 = none",
+                            [](auto& o) -> auto& { return o.engine.offload.cpu_blocks; }, 0, 1u << 30),
       cli::flag_switch<options>("--enable-prompt-tokens-details",
                                 "report usage.prompt_tokens_details.cached_tokens, as vLLM does with this flag",
                                 [](auto& o) -> auto& { return o.server.prompt_tokens_details; }),

@@ -11,7 +11,7 @@ double timing_model::step_us(std::uint64_t prefill_tokens, std::uint32_t decode_
   return us / std::max(speedup, 1e-9);
 }
 
-engine::engine(engine_settings settings) : settings_(settings), cache_(settings.num_blocks, settings.block_size, settings.hybrid) {}
+engine::engine(engine_settings settings) : settings_(settings), cache_(settings.num_blocks, settings.block_size, settings.hybrid, settings.offload) {}
 
 void engine::submit(sequence_request request) {
   if (cache_.blocks_needed(request.tokens.size(), request.max_new_tokens) > settings_.num_blocks)
@@ -59,8 +59,11 @@ step_result engine::step() {
     sequence_request& next = waiting_.front();
     auto blocks = cache_.allocate(next.tokens, next.max_new_tokens, result.events, next.images);
     if (!blocks) break;
-    const std::uint32_t cached = std::min<std::uint32_t>(blocks->reused_blocks * settings_.block_size,
+    // Blocks loaded from the host tier are not computed: they cost a transfer each, as pulled ones do.
+    const std::uint32_t cached = std::min<std::uint32_t>((blocks->reused_blocks + blocks->loaded_blocks) * settings_.block_size,
                                                          static_cast<std::uint32_t>(next.tokens.size()));
+    transferred_blocks += blocks->loaded_blocks;
+    counters_.host_loaded_blocks += blocks->loaded_blocks;
     counters_.prefix_queries_tokens += next.tokens.size();
     counters_.prefix_hits_tokens += cached;
     counters_.prompt_tokens += next.tokens.size();

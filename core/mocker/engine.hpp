@@ -40,6 +40,7 @@ struct engine_settings {
   std::uint32_t max_num_batched_tokens = 0;
   timing_model timing;
   hybrid_groups hybrid;  ///< a hybrid model's groups beside full attention (none by default)
+  offload_tier offload;  ///< a host-memory tier below the GPU cache (none by default)
 };
 
 struct sequence_request {
@@ -77,6 +78,7 @@ struct engine_counters {
   std::uint64_t finished_requests = 0;
   std::uint64_t aborted_requests = 0;
   std::uint64_t pulled_blocks = 0;  ///< blocks of remote-prefilled prompts transferred in
+  std::uint64_t host_loaded_blocks = 0;  ///< prompt blocks loaded from the host tier instead of computed
 };
 
 class engine {

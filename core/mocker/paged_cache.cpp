@@ -15,8 +15,8 @@ namespace {
 constexpr std::uint64_t root_seed = 0x6b76726f75746572;  // "kvrouter"
 }  // namespace
 
-paged_cache::paged_cache(std::uint32_t num_blocks, std::uint32_t block_size, hybrid_groups hybrid)
-    : num_blocks_(num_blocks), block_size_(block_size), hybrid_(hybrid) {
+paged_cache::paged_cache(std::uint32_t num_blocks, std::uint32_t block_size, hybrid_groups hybrid, offload_tier offload)
+    : num_blocks_(num_blocks), block_size_(block_size), hybrid_(hybrid), offload_(offload) {
   if (hybrid_.mamba && hybrid_.mamba_states == 0) hybrid_.mamba_states = std::max<std::uint32_t>(num_blocks / 4, 1);
 }
 
@@ -143,9 +143,28 @@ void paged_cache::pin(std::uint64_t hash) {
   }
 }
 
+void paged_cache::offload(std::uint64_t hash, block& evicted, std::vector<kv_event>& events) {
+  if (host_blocks_.contains(hash)) return;  // the host keeps its copy from an earlier eviction
+  kv_stored stored;
+  stored.block_hashes = {hash};
+  stored.parent_block_hash = evicted.parent;
+  stored.token_ids = std::move(evicted.tokens);
+  stored.block_size = block_size_;
+  stored.medium = "CPU";
+  events.emplace_back(std::move(stored));
+  host_blocks_.emplace(hash, host_order_.insert(host_order_.end(), hash));
+  while (host_blocks_.size() > offload_.cpu_blocks) {
+    const std::uint64_t oldest = host_order_.front();
+    host_order_.pop_front();
+    host_blocks_.erase(oldest);
+    events.emplace_back(kv_removed{{oldest}, "CPU", 0});
+  }
+}
+
 void paged_cache::evict_one(std::vector<kv_event>& events) {
   const std::uint64_t victim = evictable_.front();
   evictable_.pop_front();
+  if (offload_.cpu_blocks > 0) offload(victim, blocks_.at(victim), events);
   blocks_.erase(victim);
   events.emplace_back(kv_removed{{victim}, "GPU", 0});  // vLLM sends one event per evicted block
   if (hybrid_.any()) forget_in_groups(victim, events);  // the groups share the pool here
@@ -156,6 +175,8 @@ std::optional<block_allocation> paged_cache::allocate(std::span<const std::uint3
                                                       std::span<const image_span> images) {
   const std::vector<std::uint64_t> hashes = engine_hashes(tokens, images);
   const std::uint32_t reused = hybrid_.any() ? hybrid_hit(hashes, cached_prefix(hashes)) : cached_prefix(hashes);
+  std::uint32_t loaded = 0;  // the next blocks, on the host tier: loaded, not computed
+  while (offload_.cpu_blocks > 0 && reused + loaded < hashes.size() && host_blocks_.contains(hashes[reused + loaded])) ++loaded;
   const std::uint32_t total = blocks_needed(tokens.size(), max_new_tokens);
   const auto full = static_cast<std::uint32_t>(hashes.size());
   const std::uint32_t fresh = total - reused;  // new cached blocks + private blocks
@@ -166,6 +187,7 @@ std::optional<block_allocation> paged_cache::allocate(std::span<const std::uint3
 
   block_allocation allocation;
   allocation.reused_blocks = reused;
+  allocation.loaded_blocks = loaded;
   for (std::uint32_t i = 0; i < reused; ++i) {
     pin(hashes[i]);
     allocation.cached_blocks.push_back(hashes[i]);
@@ -189,7 +211,12 @@ std::optional<block_allocation> paged_cache::allocate(std::span<const std::uint3
       if (blocks_.contains(hashes[i])) {
         pin(hashes[i]);  // its parent was evicted before it: cached again, stored again
       } else {
-        blocks_.emplace(hashes[i], block{router_sequence[i], 1, {}});
+        block& added = blocks_.emplace(hashes[i], block{router_sequence[i], 1, {}}).first->second;
+        if (offload_.cpu_blocks > 0) {  // what its offloaded copy will name and carry
+          if (i > 0) added.parent = hashes[i - 1];
+          added.tokens.assign(tokens.begin() + static_cast<std::ptrdiff_t>(i) * block_size_,
+                              tokens.begin() + static_cast<std::ptrdiff_t>(i + 1) * block_size_);
+        }
         ++pinned_;
       }
       allocation.cached_blocks.push_back(hashes[i]);
@@ -231,6 +258,8 @@ void paged_cache::release(const block_allocation& allocation) {
 }
 
 void paged_cache::reset() {
+  host_blocks_.clear();
+  host_order_.clear();
   window_blocks_.clear();
   mamba_states_.clear();
   mamba_order_.clear();

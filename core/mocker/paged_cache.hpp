@@ -26,6 +26,7 @@ struct block_allocation {
   std::vector<std::uint64_t> cached_blocks;  ///< prompt blocks, by engine hash (pinned)
   std::uint32_t private_blocks = 0;          ///< the partial last prompt block and decode blocks
   std::uint32_t reused_blocks = 0;           ///< how many leading prompt blocks were already cached
+  std::uint32_t loaded_blocks = 0;           ///< the prompt's blocks after those, loaded from the host tier
 };
 
 /// One cached block as a dump shows it.
@@ -47,9 +48,17 @@ struct hybrid_groups {
   [[nodiscard]] bool any() const { return sliding_window_tokens > 0 || mamba; }
 };
 
+/// A host-memory tier below the GPU cache, as vLLM's OffloadingConnector keeps one: a block the
+/// GPU evicts is copied there (BlockStored, medium `CPU`), the tier evicts its oldest beyond
+/// `cpu_blocks` (BlockRemoved, `CPU`), and a prompt whose next blocks are there loads them
+/// instead of computing them.
+struct offload_tier {
+  std::uint32_t cpu_blocks = 0;  ///< 0: no host tier
+};
+
 class paged_cache {
  public:
-  paged_cache(std::uint32_t num_blocks, std::uint32_t block_size, hybrid_groups hybrid = {});
+  paged_cache(std::uint32_t num_blocks, std::uint32_t block_size, hybrid_groups hybrid = {}, offload_tier offload = {});
 
   [[nodiscard]] std::uint32_t block_size() const { return block_size_; }
   [[nodiscard]] std::uint32_t num_blocks() const { return num_blocks_; }
@@ -84,7 +93,11 @@ class paged_cache {
     std::uint64_t router_sequence_hash = 0;
     std::uint32_t references = 0;
     std::list<std::uint64_t>::iterator lru;  ///< valid while references == 0
+    std::optional<std::uint64_t> parent;     ///< with a host tier: what an offloaded copy names
+    std::vector<std::uint32_t> tokens;       ///< with a host tier: what an offloaded copy carries
   };
+  /// Copies an evicted GPU block to the host tier (offload), evicting the tier's oldest.
+  void offload(std::uint64_t hash, block& evicted, std::vector<kv_event>& events);
   [[nodiscard]] std::uint32_t free_blocks() const;
   void pin(std::uint64_t hash);
   void evict_one(std::vector<kv_event>& events);
@@ -107,6 +120,9 @@ class paged_cache {
   std::unordered_map<std::uint64_t, bool> window_blocks_;  ///< the sliding-window group's blocks
   std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> mamba_states_;  ///< by block hash
   std::list<std::uint64_t> mamba_order_;                   ///< oldest state first
+  offload_tier offload_;
+  std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> host_blocks_;  ///< the host tier, by hash
+  std::list<std::uint64_t> host_order_;                                               ///< oldest first
 };
 
 }  // namespace kvr::mocker

@@ -143,5 +143,30 @@ TEST(paged_cache, a_hybrid_engine_reuses_what_every_group_serves_and_publishes_e
   EXPECT_EQ(c->reused_blocks, 0u);
 }
 
+TEST(paged_cache, evicted_blocks_go_to_the_host_tier_and_a_prompt_loads_them_back_instead_of_computing_them) {
+  paged_cache cache(4, 4, {}, {.cpu_blocks = 3});
+  std::vector<kv_event> events;
+  const auto a = tokens(0, 12);  // 3 blocks
+  auto first = cache.allocate(a, 1, events);
+  ASSERT_TRUE(first);
+  cache.release(*first);
+  events.clear();
+  auto other = cache.allocate(tokens(100, 16), 0, events);  // 4 blocks: A's three are evicted
+  ASSERT_TRUE(other);
+  int host_stores = 0;
+  for (const kv_event& e : events)
+    if (const auto* st = std::get_if<kv_stored>(&e); st && st->medium == "CPU") {
+      ++host_stores;
+      EXPECT_EQ(st->token_ids.size(), 4u) << "an offloaded copy carries its block's tokens";
+    }
+  EXPECT_EQ(host_stores, 3);
+  cache.release(*other);
+  events.clear();
+  auto again = cache.allocate(a, 1, events);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->reused_blocks, 0u);
+  EXPECT_EQ(again->loaded_blocks, 3u) << "A's blocks come back from the host tier";
+}
+
 }  // namespace
 }  // namespace kvr::mocker
