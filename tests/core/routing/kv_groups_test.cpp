@@ -9,6 +9,7 @@
 #include "core/kv/block_hash.hpp"
 #include "core/kv/kv_apply.hpp"
 #include "core/routing/prefix_index.hpp"
+#include "tests/support/block_prompts.hpp"
 #include "tests/support/worker_blocks.hpp"
 
 namespace kvr {
@@ -16,21 +17,10 @@ namespace {
 
 constexpr std::uint32_t block = 4;
 
-/// The tokens of the prompt's block `i`: every group caches the same ones.
 std::vector<std::uint32_t> tokens_of_blocks(std::uint32_t first, std::uint32_t count) {
-  std::vector<std::uint32_t> tokens;
-  for (std::uint32_t b = first; b < first + count; ++b)
-    for (std::uint32_t t = 0; t < block; ++t) tokens.push_back(1000 + b * 10 + t);
-  return tokens;
+  return kvr::tokens_of_blocks(first, count, block, 1000);
 }
-
-/// The prompt of `blocks` blocks, as the router hashes it.
-std::vector<std::uint64_t> prompt(std::uint32_t blocks) {
-  std::vector<std::uint64_t> local, sequence;
-  compute_local_hashes(tokens_of_blocks(0, blocks), block, {}, {}, local);
-  compute_sequence_hashes(local, sequence);
-  return sequence;
-}
+std::vector<std::uint64_t> prompt(std::uint32_t blocks) { return prompt_hashes(blocks, block, 1000); }
 
 /// vLLM's store of the prompt's blocks [first, first + count) in one group: engine hash of block
 /// i is i + 1 in every group of the index's block size (vLLM strips the group from the hash).

@@ -8,6 +8,7 @@
 #include "core/kv/kv_apply.hpp"
 #include "core/routing/prefix_index.hpp"
 #include "core/routing/selector/cost.hpp"
+#include "tests/support/block_prompts.hpp"
 #include "tests/support/worker_blocks.hpp"
 
 namespace kvr {
@@ -17,18 +18,9 @@ constexpr std::uint32_t block = 4;
 const time_point t0{};
 
 std::vector<std::uint32_t> tokens_of_blocks(std::uint32_t first, std::uint32_t count) {
-  std::vector<std::uint32_t> tokens;
-  for (std::uint32_t b = first; b < first + count; ++b)
-    for (std::uint32_t t = 0; t < block; ++t) tokens.push_back(500 + b * 10 + t);
-  return tokens;
+  return kvr::tokens_of_blocks(first, count, block, 500);
 }
-
-std::vector<std::uint64_t> prompt(std::uint32_t blocks) {
-  std::vector<std::uint64_t> local, sequence;
-  compute_local_hashes(tokens_of_blocks(0, blocks), block, {}, {}, local);
-  compute_sequence_hashes(local, sequence);
-  return sequence;
-}
+std::vector<std::uint64_t> prompt(std::uint32_t blocks) { return prompt_hashes(blocks, block, 500); }
 
 kv_stored store(std::uint32_t first, std::uint32_t count, std::string medium) {
   kv_stored event;
