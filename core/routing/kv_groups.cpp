@@ -24,7 +24,7 @@ const kv_groups::group* kv_groups::find_group(std::int64_t idx) const {
 void kv_groups::note_group(std::int64_t group_idx, kv_group_kind kind) {
   for (const auto& [idx, known] : kinds_)
     if (idx == group_idx) return;
-  kinds_.emplace_back(group_idx, kind);
+  if (kinds_.size() < max_groups) kinds_.emplace_back(group_idx, kind);
 }
 
 std::optional<kv_group_kind> kv_groups::kind_of_group(std::int64_t group_idx) const {
@@ -66,6 +66,10 @@ group_store_outcome kv_groups::apply_stored(worker_id worker, const kv_stored& e
   if (per_block > 1 && event.token_ids.size() != blocks * event.block_size) {
     ++counters_.foreign_block_size;  // hashed at the group's size, with the ids released: unusable here
     return group_store_outcome::foreign_block_size;
+  }
+  if (find_group(event.group_idx.value_or(-1)) == nullptr && groups_.size() >= max_groups) {
+    ++counters_.unknown_kind_events;  // an engine naming more groups than any model has
+    return group_store_outcome::unknown_kind;
   }
   group& g = group_of(event, kind);
   if (g.workers.size() <= worker) g.workers.resize(worker + 1);

@@ -73,6 +73,10 @@ struct kv_group_info {
 
 class kv_groups {
  public:
+  /// Groups a set learns at most: models have a handful; an engine that names more is counted
+  /// and its extra groups kept out (each costs a scan per event).
+  static constexpr std::size_t max_groups = 64;
+
   /// `block_size`: the index's; `max_blocks`: the bound on each group's (worker, block) pairs.
   kv_groups(std::uint32_t block_size, std::uint64_t max_blocks);
 

@@ -198,5 +198,14 @@ TEST(kv_groups, no_groups_stores_or_removals_ever_change_the_full_attention_chai
   }
 }
 
+TEST(kv_groups, an_engine_naming_more_groups_than_any_model_has_gets_the_rest_counted_and_kept_out) {
+  hybrid_set set;
+  set.apply(store(0, 4, 0, "full_attention"));
+  for (std::int64_t g = 1; g <= 200; ++g) set.apply(store(0, 4, g, "mamba"));
+  EXPECT_LE(set.groups.groups().size(), kv_groups::max_groups);
+  EXPECT_GT(set.groups.counters().unknown_kind_events, 0u);
+  EXPECT_EQ(set.index.worker_blocks(0), 4u);
+}
+
 }  // namespace
 }  // namespace kvr
