@@ -51,6 +51,8 @@ class kv_tiers {
   void clear(worker_id worker);
   /// Forgets what the TTL and the bound say to.
   void expire(time_point now);
+  /// A retuned `lower_tier_ttl_secs`: applies from the next expire on.
+  void set_ttl(duration ttl) { ttl_ = ttl; }
 
   /// The credit of the prompt's blocks past `gpu_blocks` that `worker` holds on lower tiers, in
   /// GPU blocks: the tier weight of each block, the best tier's, until a block is on none.

@@ -96,10 +96,12 @@ void worker_set_router::compute_overlaps(std::span<const std::uint64_t> sequence
   // best rank's).
   worker_tier_credit_.assign(workers(), 0.0);
   if (!tiers_->empty() && !sequence_hashes.empty())
-    for (std::uint32_t p = 0; p < publisher_overlaps_.size() && p < settings_.publisher_worker.size(); ++p)
-      if (const std::uint32_t w = settings_.publisher_worker[p]; w < workers())
-        worker_tier_credit_[w] = std::max(
-            worker_tier_credit_[w], tiers_->credit(p, sequence_hashes, publisher_overlaps_[p], settings_.config.tier_weights));
+    for (std::uint32_t p = 0; p < settings_.publisher_worker.size(); ++p)  // the index may not know p: no GPU blocks
+      if (const std::uint32_t w = settings_.publisher_worker[p]; w < workers()) {
+        const std::uint32_t gpu_blocks = p < publisher_overlaps_.size() ? publisher_overlaps_[p] : 0;
+        worker_tier_credit_[w] =
+            std::max(worker_tier_credit_[w], tiers_->credit(p, sequence_hashes, gpu_blocks, settings_.config.tier_weights));
+      }
   // Blocks of this prompt each worker already holds for its in-flight requests: shared, not
   // added (decode load), and in its cache even if their KV events have not arrived yet (a
   // group's second request often comes before the first one's BlockStored).
@@ -363,6 +365,7 @@ void worker_set_router::on_lifecycle(const lifecycle_event& event, time_point no
 void worker_set_router::retune(const router_config& config) {
   if (!retunable_in_place(settings_.config, config)) return;
   settings_.config = config;
+  tiers_->set_ttl(std::chrono::seconds(config.lower_tier_ttl_secs));
   decode_config_ = config;
   if (settings_.disaggregation) decode_config_.overlap_score_credit = settings_.disaggregation->decode_overlap_credit;
 }

@@ -89,10 +89,15 @@ TEST(kv_tiers, a_tier_that_never_sends_removals_forgets_its_blocks_after_the_ttl
   EXPECT_DOUBLE_EQ(set.credit(3), 0.0);
   EXPECT_EQ(set.tiers.counters().aged_out, 2u);
 
+  set.apply(store(1, 1, "EXTERNAL"), t0 + std::chrono::seconds(63));
+  set.tiers.set_ttl(std::chrono::seconds(5));  // retuned: the next expire uses it
+  set.tiers.expire(t0 + std::chrono::seconds(69));
+  EXPECT_DOUBLE_EQ(set.credit(3), 0.0);
+
   set.apply(store(1, 2, "DISK"), t0 + std::chrono::seconds(70));
   set.apply(removal({9}, "DISK"), t0 + std::chrono::seconds(70));  // this tier sends removals
   set.tiers.expire(t0 + std::chrono::seconds(200));
-  EXPECT_DOUBLE_EQ(set.credit(3), 0.5);
+  EXPECT_DOUBLE_EQ(set.credit(3), 0.5) << "a tier that sends removals keeps its blocks past the TTL";
 }
 
 TEST(kv_tiers, each_tier_holds_at_most_its_bound_the_oldest_stored_going_first) {

@@ -53,6 +53,26 @@ TEST(worker_set_router, sends_a_prompt_to_the_worker_whose_events_show_its_longe
   EXPECT_EQ(decision.prompt_blocks, 4u);
 }
 
+TEST(worker_set_router, a_prompt_goes_where_a_lower_tier_holds_it_and_a_retuned_weight_of_zero_forgets_that) {
+  // Worker 1 holds the prompt on its host tier (offloaded from its GPU), worker 0 nothing: the
+  // cost credits host blocks at 0.75, so worker 1 wins. A weight of 0 makes them worth nothing.
+  worker_set_router router(kv_set(2));
+  kv_batch offloaded = stored_batch({10, 20, 30});
+  std::get<kv_stored>(offloaded.events[0]).medium = "CPU";
+  router.on_kv_batch(1, false, offloaded, t0);
+  const query_builder prompt{request_hashes({10, 20, 30, 40})};
+  const route_decision decision = router.decide(prompt.query(1, true), t0);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_EQ(decision.worker, 1u);
+  EXPECT_EQ(decision.overlap_blocks, 0u) << "the GPU chain holds none of it";
+  router_config gpu_only = kv_set(2).config;
+  gpu_only.tier_weights.host = 0;
+  router.retune(gpu_only);
+  int on_worker_0 = 0;
+  for (std::uint64_t id = 2; id < 40; ++id) on_worker_0 += router.decide(prompt.query(id, true), t0).worker == 0 ? 1 : 0;
+  EXPECT_GT(on_worker_0, 0) << "a tie between the two: both are picked";
+}
+
 TEST(worker_set_router, counts_the_prompt_blocks_it_routes_and_those_found_cached_but_not_dry_runs) {
   worker_set_router router(kv_set(2));
   router.on_kv_batch(1, false, stored_batch({10, 20, 30}), t0);
