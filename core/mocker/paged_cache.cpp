@@ -25,8 +25,12 @@ constexpr std::int64_t window_group = 1;
 constexpr std::int64_t mamba_group = 2;
 }  // namespace
 
+std::uint32_t paged_cache::window_blocks_needed() const {
+  return std::max<std::uint32_t>((hybrid_.sliding_window_tokens - 1 + block_size_ - 1) / block_size_, 1);
+}
+
 std::uint32_t paged_cache::window_hit(std::span<const std::uint64_t> hashes, std::uint32_t length) const {
-  const std::uint32_t needed = std::max<std::uint32_t>((hybrid_.sliding_window_tokens - 1 + block_size_ - 1) / block_size_, 1);
+  const std::uint32_t needed = window_blocks_needed();
   std::uint32_t run = 0;
   for (std::uint32_t i = length; i-- > 0;) {
     if (!window_blocks_.contains(hashes[i])) {
@@ -71,13 +75,12 @@ void paged_cache::store_in_groups(std::span<const std::uint32_t> tokens, std::sp
   };
   if (hybrid_.sliding_window_tokens > 0) {
     if (full > first) {
-      for (std::uint32_t i = first; i < full; ++i) window_blocks_.emplace(hashes[i], true);
+      for (std::uint32_t i = first; i < full; ++i) window_blocks_.insert(hashes[i]);
       stored_in(window_group, "sliding_window", first, full);
     }
     // What falls out of the window at the prompt's end is freed at once: the harshest a window
     // group can be (vLLM frees it as the window moves, and evicts it when memory is short).
-    const std::uint32_t needed = std::max<std::uint32_t>((hybrid_.sliding_window_tokens - 1 + block_size_ - 1) / block_size_, 1);
-    for (std::uint32_t i = 0; i + needed < full; ++i)
+    for (std::uint32_t i = 0; i + window_blocks_needed() < full; ++i)
       if (window_blocks_.erase(hashes[i]) > 0) events.emplace_back(kv_removed{{hashes[i]}, "GPU", window_group});
   }
   if (hybrid_.mamba && full > 0 && !mamba_states_.contains(hashes[full - 1])) {

@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/kv/block_hash.hpp"
@@ -103,6 +104,8 @@ class paged_cache {
   void evict_one(std::vector<kv_event>& events);
   /// What every group serves of a full-attention hit of `full_hit` blocks of `hashes`.
   [[nodiscard]] std::uint32_t hybrid_hit(std::span<const std::uint64_t> hashes, std::uint32_t full_hit) const;
+  /// The blocks before a prefix's end a window needs: ceil((window - 1) / block size), at least 1.
+  [[nodiscard]] std::uint32_t window_blocks_needed() const;
   [[nodiscard]] std::uint32_t window_hit(std::span<const std::uint64_t> hashes, std::uint32_t length) const;
   [[nodiscard]] std::uint32_t mamba_hit(std::span<const std::uint64_t> hashes, std::uint32_t length) const;
   /// The other groups' stores and drops for a prompt whose blocks [first, full) were just stored.
@@ -117,7 +120,7 @@ class paged_cache {
   std::uint32_t pinned_ = 0;                          ///< cached blocks with references > 0
   std::uint32_t private_ = 0;                         ///< uncached blocks of running sequences
   hybrid_groups hybrid_;
-  std::unordered_map<std::uint64_t, bool> window_blocks_;  ///< the sliding-window group's blocks
+  std::unordered_set<std::uint64_t> window_blocks_;        ///< the sliding-window group's blocks
   std::unordered_map<std::uint64_t, std::list<std::uint64_t>::iterator> mamba_states_;  ///< by block hash
   std::list<std::uint64_t> mamba_order_;                   ///< oldest state first
   offload_tier offload_;

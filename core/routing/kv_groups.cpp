@@ -73,11 +73,11 @@ group_store_outcome kv_groups::apply_stored(worker_id worker, const kv_stored& e
   }
   group& g = group_of(event, kind);
   if (g.workers.size() <= worker) g.workers.resize(worker + 1);
-  worker_blocks& mine = g.workers[worker];
+  sequence_blocks& mine = g.workers[worker];
 
   std::optional<std::uint64_t> parent;
   if (event.parent_block_hash) {
-    if (const std::uint64_t* own = mine.sequence_of_engine.find(*event.parent_block_hash)) parent = *own;
+    if (const sequence_blocks::block* own = mine.find(*event.parent_block_hash)) parent = own->sequence_hash;
     else parent = chain.sequence_hash_of(worker, *event.parent_block_hash);
     if (!parent) {
       ++counters_.unknown_parent;
@@ -102,33 +102,29 @@ group_store_outcome kv_groups::apply_stored(worker_id worker, const kv_stored& e
     local = scratch_local_;
   }
 
-  std::uint64_t sequence = parent.value_or(0);
+  scratch_sequence_.clear();
+  if (parent) extend_sequence_hashes(*parent, local, scratch_sequence_);
+  else compute_sequence_hashes(local, scratch_sequence_);
   for (std::size_t b = 0; b < blocks; ++b) {
-    for (std::uint32_t part = 0; part < per_block; ++part) {
-      const std::size_t i = b * per_block + part;
-      sequence = !parent && i == 0 ? local[0] : chain_sequence_hash(sequence, local[i]);
-    }
+    const std::uint64_t sequence = scratch_sequence_[(b + 1) * per_block - 1];  // the chain at the block's end
     const std::uint64_t engine_hash = event.block_hashes[b];
-    if (const std::uint64_t* known = mine.sequence_of_engine.find(engine_hash)) {
-      if (*known == sequence) continue;  // stored again
-      unlink(g, mine, engine_hash);      // an engine hash re-used for other content
+    if (const sequence_blocks::block* known = mine.find(engine_hash)) {
+      if (known->sequence_hash == sequence) continue;  // stored again
+      unlink(g, mine, engine_hash);                    // an engine hash re-used for other content
     }
     if (g.pairs >= max_blocks_) {
       ++counters_.over_bound;
       return group_store_outcome::over_bound;
     }
-    mine.sequence_of_engine.insert_or_assign(engine_hash, sequence);
-    ++*mine.held.try_emplace(sequence, 0).first;
+    mine.link(engine_hash, sequence);
     ++g.pairs;
     ++counters_.stored_blocks;
   }
   return group_store_outcome::applied;
 }
 
-void kv_groups::unlink(group& g, worker_blocks& blocks, std::uint64_t engine_hash) {
-  const std::optional<std::uint64_t> sequence = blocks.sequence_of_engine.extract(engine_hash);
-  if (!sequence) return;
-  blocks.held.update_or_erase(*sequence, [](std::uint32_t& count) { return --count == 0; });
+void kv_groups::unlink(group& g, sequence_blocks& blocks, std::uint64_t engine_hash) {
+  if (!blocks.unlink(engine_hash)) return;
   --g.pairs;
   ++counters_.removed_blocks;
 }
@@ -151,13 +147,13 @@ void kv_groups::apply_removed(worker_id worker, const kv_removed& event) {
 void kv_groups::clear(worker_id worker) {
   for (group& g : groups_) {
     if (worker >= g.workers.size()) continue;
-    g.pairs -= g.workers[worker].sequence_of_engine.size();
-    g.workers[worker] = worker_blocks{};
+    g.pairs -= g.workers[worker].size();
+    g.workers[worker] = sequence_blocks{};
   }
 }
 
 bool kv_groups::group_holds(const group& g, worker_id worker, std::uint64_t sequence_hash) const {
-  return worker < g.workers.size() && g.workers[worker].held.find(sequence_hash) != nullptr;
+  return worker < g.workers.size() && g.workers[worker].holds(sequence_hash);
 }
 
 std::uint32_t kv_groups::group_limit(const group& g, worker_id worker, std::span<const std::uint64_t> sequence_hashes,
@@ -220,8 +216,8 @@ std::vector<kv_group_info> kv_groups::groups() const {
 std::size_t kv_groups::memory_bytes() const {
   std::size_t bytes = groups_.capacity() * sizeof(group) + kinds_.capacity() * sizeof(kinds_[0]);
   for (const group& g : groups_) {
-    bytes += g.workers.capacity() * sizeof(worker_blocks);
-    for (const worker_blocks& w : g.workers) bytes += w.sequence_of_engine.memory_bytes() + w.held.memory_bytes();
+    bytes += g.workers.capacity() * sizeof(sequence_blocks);
+    for (const sequence_blocks& w : g.workers) bytes += w.memory_bytes();
   }
   return bytes;
 }

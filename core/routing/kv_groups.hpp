@@ -31,8 +31,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/common/flat_u64_map.hpp"
 #include "core/kv/kv_event.hpp"
+#include "core/routing/sequence_blocks.hpp"
 
 namespace kvr {
 
@@ -110,17 +110,13 @@ class kv_groups {
   [[nodiscard]] std::size_t memory_bytes() const;
 
  private:
-  struct worker_blocks {
-    flat_u64_map<std::uint64_t> sequence_of_engine;  ///< engine block hash -> sequence hash at its end
-    flat_u64_map<std::uint32_t> held;                ///< sequence hash -> engine blocks naming it
-  };
   struct group {
     std::int64_t idx = 0;
     kv_group_kind kind = kv_group_kind::unknown;
     std::uint32_t window_tokens = 0;
     std::uint32_t block_size = 0;
     std::uint64_t pairs = 0;
-    std::vector<worker_blocks> workers;
+    std::vector<sequence_blocks> workers;
   };
 
   group* find_group(std::int64_t idx);
@@ -130,14 +126,14 @@ class kv_groups {
   /// The prefix `g` can serve of the first `length` blocks (the index's) on `worker`.
   [[nodiscard]] std::uint32_t group_limit(const group& g, worker_id worker, std::span<const std::uint64_t> sequence_hashes,
                                           std::uint32_t length) const;
-  void unlink(group& g, worker_blocks& blocks, std::uint64_t engine_hash);
+  void unlink(group& g, sequence_blocks& blocks, std::uint64_t engine_hash);
 
   std::uint32_t block_size_;
   std::uint64_t max_blocks_;
   std::vector<group> groups_;
   std::vector<std::pair<std::int64_t, kv_group_kind>> kinds_;  ///< every group seen, full attention too
   kv_group_counters counters_;
-  std::vector<std::uint64_t> scratch_local_;
+  std::vector<std::uint64_t> scratch_local_, scratch_sequence_;
 };
 
 }  // namespace kvr

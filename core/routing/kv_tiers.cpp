@@ -55,7 +55,7 @@ bool kv_tiers::apply_stored(worker_id worker, const kv_stored& event, const pref
     parent = gpu_chain.sequence_hash_of(worker, *event.parent_block_hash);
     for (int t = 0; t < tiers && !parent; ++t)
       if (worker < stores_[t].workers.size())
-        if (const held_block* b = stores_[t].workers[worker].by_engine_hash.find(*event.parent_block_hash))
+        if (const sequence_blocks::block* b = stores_[t].workers[worker].blocks.find(*event.parent_block_hash))
           parent = b->sequence_hash;
     if (!parent) {
       ++counters_.unknown_parent;
@@ -68,14 +68,14 @@ bool kv_tiers::apply_stored(worker_id worker, const kv_stored& event, const pref
     local = scratch_local_;
     if (local.size() != blocks) return false;
   }
-  std::uint64_t sequence = parent.value_or(0);
+  scratch_sequence_.clear();
+  if (parent) extend_sequence_hashes(*parent, local, scratch_sequence_);
+  else compute_sequence_hashes(local, scratch_sequence_);
   for (std::size_t b = 0; b < blocks; ++b) {
-    sequence = !parent && b == 0 ? local[0] : chain_sequence_hash(sequence, local[b]);
     const std::uint64_t engine_hash = event.block_hashes[b];
-    if (mine.by_engine_hash.find(engine_hash) != nullptr) unlink(store, mine, engine_hash);  // stored again: refreshed
+    unlink(store, mine, engine_hash);  // stored again: refreshed
     const std::uint32_t stamp = ++next_stamp_;
-    mine.by_engine_hash.insert_or_assign(engine_hash, held_block{sequence, stamp});
-    ++*mine.held.try_emplace(sequence, 0).first;
+    mine.blocks.link(engine_hash, scratch_sequence_[b], stamp);
     store.order.push_back({ns_of(now), worker, engine_hash, stamp});
     ++store.pairs;
     ++stored_;
@@ -86,20 +86,19 @@ bool kv_tiers::apply_stored(worker_id worker, const kv_stored& event, const pref
     const stored_entry oldest = store.order.front();
     store.order.pop_front();
     worker_blocks& theirs = store.workers[oldest.worker];
-    const held_block* b = theirs.by_engine_hash.find(oldest.engine_hash);
-    if (b == nullptr || b->stamp != oldest.stamp) continue;  // removed or stored again since
+    const sequence_blocks::block* b = theirs.blocks.find(oldest.engine_hash);
+    if (b == nullptr || b->tag != oldest.stamp) continue;  // removed or stored again since
     unlink(store, theirs, oldest.engine_hash);
     ++counters_.pushed_out;
   }
   return true;
 }
 
-void kv_tiers::unlink(tier_store& store, worker_blocks& blocks, std::uint64_t engine_hash) {
-  const std::optional<held_block> gone = blocks.by_engine_hash.extract(engine_hash);
-  if (!gone) return;
-  blocks.held.update_or_erase(gone->sequence_hash, [](std::uint32_t& count) { return --count == 0; });
+bool kv_tiers::unlink(tier_store& store, worker_blocks& mine, std::uint64_t engine_hash) {
+  if (!mine.blocks.unlink(engine_hash)) return false;
   --store.pairs;
   --stored_;
+  return true;
 }
 
 void kv_tiers::apply_removed(worker_id worker, const kv_removed& event) {
@@ -112,22 +111,17 @@ void kv_tiers::apply_removed(worker_id worker, const kv_removed& event) {
   if (store.workers.size() <= worker) store.workers.resize(worker + 1);
   worker_blocks& mine = store.workers[worker];
   mine.sent_removals = true;  // its blocks leave by removals, not by age
-  for (const std::uint64_t engine_hash : event.block_hashes) {
-    if (mine.by_engine_hash.find(engine_hash) == nullptr) continue;
-    unlink(store, mine, engine_hash);
-    ++counters_.removed_blocks;
-  }
+  for (const std::uint64_t engine_hash : event.block_hashes)
+    if (unlink(store, mine, engine_hash)) ++counters_.removed_blocks;
 }
 
 void kv_tiers::clear(worker_id worker) {
   for (tier_store& store : stores_) {
     if (worker >= store.workers.size()) continue;
-    const std::size_t held = store.workers[worker].by_engine_hash.size();
-    store.pairs -= held;
-    stored_ -= held;
-    const bool sent_removals = store.workers[worker].sent_removals;
-    store.workers[worker] = worker_blocks{};
-    store.workers[worker].sent_removals = sent_removals;
+    sequence_blocks& blocks = store.workers[worker].blocks;
+    store.pairs -= blocks.size();
+    stored_ -= blocks.size();
+    blocks = sequence_blocks{};  // whether its tier sends removals stays known
   }
 }
 
@@ -141,8 +135,8 @@ void kv_tiers::expire(time_point now) {
       const stored_entry oldest = store.order.front();
       store.order.pop_front();
       worker_blocks& theirs = store.workers[oldest.worker];
-      const held_block* b = theirs.by_engine_hash.find(oldest.engine_hash);
-      if (b == nullptr || b->stamp != oldest.stamp) continue;
+      const sequence_blocks::block* b = theirs.blocks.find(oldest.engine_hash);
+      if (b == nullptr || b->tag != oldest.stamp) continue;
       if (theirs.sent_removals) {  // still held: back in line for the bound, as if stored now
         store.order.push_back({ns_of(now), oldest.worker, oldest.engine_hash, oldest.stamp});
         continue;
@@ -157,7 +151,7 @@ double kv_tiers::best_weight(worker_id worker, std::uint64_t sequence_hash, cons
   const double weight_of[tiers] = {weights.host, weights.disk, weights.external};
   double best = -1;
   for (int t = 0; t < tiers; ++t)
-    if (worker < stores_[t].workers.size() && stores_[t].workers[worker].held.find(sequence_hash) != nullptr)
+    if (worker < stores_[t].workers.size() && stores_[t].workers[worker].blocks.holds(sequence_hash))
       best = std::max(best, weight_of[t]);
   return best;
 }

@@ -17,10 +17,10 @@
 #include <string_view>
 #include <vector>
 
-#include "core/common/flat_u64_map.hpp"
 #include "core/common/time.hpp"
 #include "core/config/router_config.hpp"
 #include "core/kv/kv_event.hpp"
+#include "core/routing/sequence_blocks.hpp"
 
 namespace kvr {
 
@@ -68,13 +68,8 @@ class kv_tiers {
 
  private:
   static constexpr int tiers = 3;  ///< host, disk, external
-  struct held_block {
-    std::uint64_t sequence_hash = 0;
-    std::uint32_t stamp = 0;  ///< the store it came from, to tell a stale FIFO entry
-  };
   struct worker_blocks {
-    flat_u64_map<held_block> by_engine_hash;
-    flat_u64_map<std::uint32_t> held;  ///< sequence hash -> engine blocks naming it
+    sequence_blocks blocks;  ///< each tagged with the store it came from, to tell a stale FIFO entry
     bool sent_removals = false;
   };
   struct stored_entry {
@@ -90,7 +85,8 @@ class kv_tiers {
   };
 
   [[nodiscard]] static int slot_of(kv_tier tier) { return static_cast<int>(tier) - 1; }
-  void unlink(tier_store& store, worker_blocks& blocks, std::uint64_t engine_hash);
+  /// Forgets the block `engine_hash` names on a tier; false if it named none.
+  bool unlink(tier_store& store, worker_blocks& mine, std::uint64_t engine_hash);
   [[nodiscard]] double best_weight(worker_id worker, std::uint64_t sequence_hash, const kv_tier_weights& weights) const;
 
   std::uint32_t block_size_;
@@ -100,7 +96,7 @@ class kv_tiers {
   std::uint64_t stored_ = 0;
   std::uint32_t next_stamp_ = 0;
   kv_tier_counters counters_;
-  std::vector<std::uint64_t> scratch_local_;
+  std::vector<std::uint64_t> scratch_local_, scratch_sequence_;
 };
 
 }  // namespace kvr
